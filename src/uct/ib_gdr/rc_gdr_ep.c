@@ -1,0 +1,1 @@
+/* placeholder: written in a following change */

@@ -1,0 +1,1 @@
+int rc_gdr_placeholder;
