@@ -1,1 +1,91 @@
-/* placeholder */
+/*
+ * rc_gdr: the wire formats a peer sends us (device address, endpoint
+ * address, packed remote key) and their validation.
+ *
+ * Everything here arrives from another process and is untrusted: the
+ * unpackers check the magic, the version, the length and a checksum, and
+ * answer with an error instead of a crash or a wrong QP.
+ */
+
+#ifndef UCT_RC_GDR_ADDR_H_
+#define UCT_RC_GDR_ADDR_H_
+
+#include <ucs/type/status.h>
+#include <ucs/sys/compiler_def.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define UCT_RC_GDR_ADDR_MAGIC        0xa0 /* high nibble of the first byte */
+#define UCT_RC_GDR_ADDR_VERSION      1    /* low nibble */
+
+
+/* Port identity: unpacked form of the device address. */
+typedef struct uct_rc_gdr_dev_addr {
+    uint8_t  is_roce;          /* 1: Ethernet link layer, address by GID */
+    uint16_t lid;
+    uint8_t  gid[16];
+} uct_rc_gdr_dev_addr_t;
+
+
+enum {
+    /* The target GPU memory behind this QP needs a read to make writes
+     * visible (DESIGN section 3, "Flush-by-RDMA-read"). */
+    UCT_RC_GDR_EP_ADDR_FLAG_FLUSH_READ = UCS_BIT(0)
+};
+
+
+/* QP identity: unpacked form of the endpoint address. */
+typedef struct uct_rc_gdr_ep_addr {
+    uint32_t qp_num;           /* 24 bits on the wire */
+    uint8_t  path_mtu;         /* enum ibv_mtu of the peer's port */
+    uint8_t  flags;            /* UCT_RC_GDR_EP_ADDR_FLAG_xx */
+} uct_rc_gdr_ep_addr_t;
+
+
+enum {
+    UCT_RC_GDR_RKEY_FLAG_NIC        = UCS_BIT(0), /* a NIC key exists */
+    UCT_RC_GDR_RKEY_FLAG_GPU        = UCS_BIT(1), /* target is GPU memory */
+    UCT_RC_GDR_RKEY_FLAG_FLUSH_READ = UCS_BIT(2)  /* target needs read-flush */
+};
+
+
+/* Remote key: unpacked form of the packed rkey. */
+typedef struct uct_rc_gdr_rkey {
+    uint32_t rkey;
+    uint8_t  flags;            /* UCT_RC_GDR_RKEY_FLAG_xx */
+} uct_rc_gdr_rkey_t;
+
+
+size_t uct_rc_gdr_dev_addr_size(void);
+void uct_rc_gdr_dev_addr_pack(const uct_rc_gdr_dev_addr_t *addr, void *buffer);
+ucs_status_t uct_rc_gdr_dev_addr_unpack(const void *buffer, size_t length,
+                                        uct_rc_gdr_dev_addr_t *addr_p);
+
+size_t uct_rc_gdr_ep_addr_size(void);
+void uct_rc_gdr_ep_addr_pack(const uct_rc_gdr_ep_addr_t *addr, void *buffer);
+ucs_status_t uct_rc_gdr_ep_addr_unpack(const void *buffer, size_t length,
+                                       uct_rc_gdr_ep_addr_t *addr_p);
+
+size_t uct_rc_gdr_rkey_packed_size(void);
+void uct_rc_gdr_rkey_pack(const uct_rc_gdr_rkey_t *rkey, void *buffer);
+ucs_status_t uct_rc_gdr_rkey_unpack_buffer(const void *buffer, size_t length,
+                                           uct_rc_gdr_rkey_t *rkey_p);
+
+/*
+ * The unpacked rkey travels inside UCT as one uct_rkey_t: the NIC key in the
+ * low 32 bits, the flags above it, and a marker bit so that a value that did
+ * not come from uct_rc_gdr_rkey_to_uct() is recognised.
+ */
+uint64_t uct_rc_gdr_rkey_to_uct(const uct_rc_gdr_rkey_t *rkey);
+ucs_status_t uct_rc_gdr_rkey_from_uct(uint64_t value, uct_rc_gdr_rkey_t *rkey_p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

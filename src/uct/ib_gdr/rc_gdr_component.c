@@ -1,1 +1,73 @@
-/* placeholder: written in a following change */
+/*
+ * rc_gdr: the UCT component and the rc_gdr transport, and their
+ * registration when the module is loaded.
+ *
+ * UCX 1.13 loads only the modules named at its build, so the module is
+ * brought in with LD_PRELOAD (contrib/env.sh) and registers itself from its
+ * constructor; UCX >= 1.22 dlopens it from UCX_PLUGIN_PATH and the same
+ * constructor runs. Registration is refused when the UCX in the process is
+ * not the release the module was built against: its internal structures
+ * would not match.
+ */
+
+#include "rc_gdr_md.h"
+#include "rc_gdr_iface.h"
+
+#include <ucs/debug/log.h>
+
+
+uct_component_t uct_rc_gdr_component =
+    UCT_RC_GDR_COMPONENT_INITIALIZER(&uct_rc_gdr_component,
+                                     UCT_RC_GDR_COMPONENT_NAME,
+                                     uct_rc_gdr_md_query_resources,
+                                     uct_rc_gdr_md_open,
+                                     uct_rc_gdr_md_rkey_unpack,
+                                     (uct_component_rkey_release_func_t)
+                                         ucs_empty_function_return_success,
+                                     "rc_gdr memory domain",
+                                     UCT_RC_GDR_CONFIG_PREFIX,
+                                     uct_rc_gdr_md_config_table,
+                                     uct_rc_gdr_md_config_t);
+
+
+UCT_TL_DEFINE_ENTRY(&uct_rc_gdr_component, rc_gdr,
+                    uct_rc_gdr_iface_query_devices, uct_rc_gdr_iface_t,
+                    UCT_RC_GDR_CONFIG_PREFIX, uct_rc_gdr_iface_config_table,
+                    uct_rc_gdr_iface_config_t);
+
+
+static int uct_rc_gdr_registered;
+
+
+UCS_STATIC_INIT
+{
+    uct_rc_gdr_ucx_version_t running;
+    char reason[256];
+    ucs_status_t status;
+
+    status = uct_rc_gdr_glue_running_version(&running);
+    if (status != UCS_OK) {
+        ucs_error("rc_gdr: cannot tell which UCX this process runs (no "
+                  "ucp_get_version); the transport is not registered");
+        return;
+    }
+
+    if (uct_rc_gdr_glue_version_check(&running, reason, sizeof(reason)) !=
+        UCS_OK) {
+        ucs_error("%s", reason);
+        return;
+    }
+
+    uct_component_register(&uct_rc_gdr_component);
+    uct_tl_register(&uct_rc_gdr_component, &UCT_TL_NAME(rc_gdr));
+    uct_rc_gdr_registered = 1;
+}
+
+
+UCS_STATIC_CLEANUP
+{
+    if (uct_rc_gdr_registered) {
+        uct_tl_unregister(&UCT_TL_NAME(rc_gdr));
+        uct_component_unregister(&uct_rc_gdr_component);
+    }
+}

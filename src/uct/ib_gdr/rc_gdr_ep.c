@@ -1,1 +1,1225 @@
-/* placeholder: written in a following change */
+/*
+ * rc_gdr endpoint: the UCT operations, read top-down as
+ * check resources -> build the work request -> post -> complete.
+ */
+
+#include "rc_gdr_ep.h"
+#include "rc_gdr_addr.h"
+
+#include <uct/base/uct_iov.inl>
+#include <ucs/datastruct/mpool.inl>
+#include <ucs/sys/math.h>
+#include <ucs/debug/log.h>
+#include <ucs/type/class.h>
+
+#include <arpa/inet.h>
+#include <string.h>
+
+
+#define UCT_RC_GDR_MIN_RNR_TIMER  12 /* 0.64 ms */
+#define UCT_RC_GDR_RNR_RETRY_INF  7
+#define UCT_RC_GDR_HOP_LIMIT      64
+
+
+static inline uct_rc_gdr_iface_t *uct_rc_gdr_ep_iface(uct_rc_gdr_ep_t *ep)
+{
+    return ucs_derived_of(ep->super.super.iface, uct_rc_gdr_iface_t);
+}
+
+
+/* ------------------------------------------------------------------------
+ * Resources and posting
+ * ------------------------------------------------------------------------ */
+
+static ucs_status_t uct_rc_gdr_ep_check_tx(uct_rc_gdr_ep_t *ep,
+                                           int needs_credit)
+{
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
+
+    if (ucs_unlikely(ep->flags & UCT_RC_GDR_EP_FLAG_FAILED)) {
+        return ep->status;
+    }
+
+    if (ucs_unlikely(!(ep->flags & UCT_RC_GDR_EP_FLAG_CONNECTED) ||
+                     (ep->sq_avail == 0) || (iface->tx_cq_avail == 0) ||
+                     (needs_credit && (ep->fc_credits <= 0)))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    return UCS_OK;
+}
+
+
+static ucs_status_t uct_rc_gdr_ep_post(uct_rc_gdr_ep_t *ep,
+                                       struct ibv_send_wr *wr,
+                                       uct_rc_gdr_op_t *op)
+{
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
+    struct ibv_send_wr *bad_wr;
+    int ret;
+
+    wr->wr_id       = (uintptr_t)op;
+    wr->next        = NULL;
+    wr->send_flags |= IBV_SEND_SIGNALED;
+    if (ep->flags & UCT_RC_GDR_EP_FLAG_FENCE) {
+        /* Waits for the reads and atomics posted before the fence. */
+        wr->send_flags |= IBV_SEND_FENCE;
+    }
+
+    ret = ibv_post_send(ep->qp, wr, &bad_wr);
+    if (ucs_unlikely(ret != 0)) {
+        ucs_error("rc_gdr: ibv_post_send(QP 0x%x, opcode %d) failed: %s",
+                  ep->qp->qp_num, wr->opcode, strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    ep->flags &= ~UCT_RC_GDR_EP_FLAG_FENCE;
+    ucs_queue_push(&ep->outstanding, &op->queue);
+    ++ep->num_outstanding;
+    --ep->sq_avail;
+    --iface->tx_cq_avail;
+    ++iface->stats.tx_wrs;
+    return UCS_OK;
+}
+
+
+static void uct_rc_gdr_ep_release_op(uct_rc_gdr_op_t *op)
+{
+    if (op->buf != NULL) {
+        ucs_mpool_put_inline(op->buf);
+    }
+    ucs_mpool_put_inline(op);
+}
+
+
+/* Gets an operation descriptor, and a registered buffer when asked. */
+static ucs_status_t uct_rc_gdr_ep_get_op(uct_rc_gdr_ep_t *ep,
+                                         uct_rc_gdr_op_type_t type,
+                                         int with_buf, uct_rc_gdr_op_t **op_p)
+{
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
+    uct_rc_gdr_op_t *op;
+
+    op = uct_rc_gdr_iface_get_op(iface);
+    if (ucs_unlikely(op == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    op->type = type;
+    if (with_buf) {
+        op->buf = ucs_mpool_get_inline(&iface->tx_mp);
+        if (ucs_unlikely(op->buf == NULL)) {
+            ucs_mpool_put_inline(op);
+            return UCS_ERR_NO_RESOURCE;
+        }
+    }
+
+    *op_p = op;
+    return UCS_OK;
+}
+
+
+/* Posts, or gives the descriptor back when the post fails. */
+static ucs_status_t uct_rc_gdr_ep_post_op(uct_rc_gdr_ep_t *ep,
+                                          struct ibv_send_wr *wr,
+                                          uct_rc_gdr_op_t *op)
+{
+    ucs_status_t status = uct_rc_gdr_ep_post(ep, wr, op);
+
+    if (ucs_unlikely(status != UCS_OK)) {
+        uct_rc_gdr_ep_release_op(op);
+    }
+    return status;
+}
+
+
+/* The NIC key of a remote buffer; rc_gdr's own encoding, checked. */
+static ucs_status_t uct_rc_gdr_ep_remote_key(uct_rkey_t uct_rkey,
+                                             uint32_t *rkey_p)
+{
+    uct_rc_gdr_rkey_t rkey;
+
+    if (ucs_unlikely(uct_rc_gdr_rkey_from_uct(uct_rkey, &rkey) != UCS_OK)) {
+        ucs_error("rc_gdr: remote key 0x%" PRIx64 " was not unpacked by "
+                  "rc_gdr", (uint64_t)uct_rkey);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    if (ucs_unlikely(!(rkey.flags & UCT_RC_GDR_RKEY_FLAG_NIC))) {
+        /* Remote memory without a NIC registration is reached only through
+         * the bounce lane. */
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    *rkey_p = rkey.rkey;
+    return UCS_OK;
+}
+
+
+static size_t uct_rc_gdr_ep_fill_sges(struct ibv_sge *sges,
+                                      const uct_iov_t *iov, size_t iovcnt,
+                                      int *num_sge_p)
+{
+    size_t total = 0;
+    size_t i, length;
+    int num_sge  = 0;
+
+    for (i = 0; i < iovcnt; ++i) {
+        length = uct_iov_get_length(&iov[i]);
+        if (length == 0) {
+            continue;
+        }
+        sges[num_sge].addr   = (uintptr_t)iov[i].buffer;
+        sges[num_sge].length = length;
+        sges[num_sge].lkey   = (iov[i].memh == UCT_MEM_HANDLE_NULL) ? 0 :
+                               uct_rc_gdr_memh_lkey(iov[i].memh);
+        total               += length;
+        ++num_sge;
+    }
+
+    *num_sge_p = num_sge;
+    return total;
+}
+
+
+/* Immediate data of the next SEND: piggy-backs the credits we owe. */
+static uint32_t uct_rc_gdr_ep_take_imm(uct_rc_gdr_ep_t *ep, uint32_t bits)
+{
+    unsigned credits = ucs_min(ep->fc_to_return, UCT_RC_GDR_IMM_CREDITS_MAX);
+
+    ep->fc_to_return -= credits;
+    return htonl(bits | (credits << UCT_RC_GDR_IMM_CREDITS_SHIFT));
+}
+
+
+/* ------------------------------------------------------------------------
+ * RMA
+ * ------------------------------------------------------------------------ */
+
+static void uct_rc_gdr_ep_wr_rdma(struct ibv_send_wr *wr,
+                                  enum ibv_wr_opcode opcode,
+                                  struct ibv_sge *sges, int num_sge,
+                                  uint64_t remote_addr, uint32_t rkey)
+{
+    memset(wr, 0, sizeof(*wr));
+    wr->opcode              = opcode;
+    wr->sg_list             = sges;
+    wr->num_sge             = num_sge;
+    wr->wr.rdma.remote_addr = remote_addr;
+    wr->wr.rdma.rkey        = rkey;
+}
+
+
+ucs_status_t uct_rc_gdr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
+                                     unsigned length, uint64_t remote_addr,
+                                     uct_rkey_t rkey)
+{
+    uct_rc_gdr_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    uct_rc_gdr_op_t *op;
+    ucs_status_t status;
+    uint32_t nic_rkey;
+
+    if (ucs_unlikely(length > iface->config.max_inline)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    status = uct_rc_gdr_ep_remote_key(rkey, &nic_rkey);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_rc_gdr_ep_check_tx(ep, 0);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 0, &op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    sge.addr   = (uintptr_t)buffer;
+    sge.length = length;
+    sge.lkey   = 0;
+    uct_rc_gdr_ep_wr_rdma(&wr, IBV_WR_RDMA_WRITE, &sge, 1, remote_addr,
+                          nic_rkey);
+    wr.send_flags = IBV_SEND_INLINE;
+    return uct_rc_gdr_ep_post_op(ep, &wr, op);
+}
+
+
+ssize_t uct_rc_gdr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
+                                void *arg, uint64_t remote_addr,
+                                uct_rkey_t rkey)
+{
+    uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    uct_rc_gdr_op_t *op;
+    ucs_status_t status;
+    uint32_t nic_rkey;
+    size_t length;
+
+    status = uct_rc_gdr_ep_remote_key(rkey, &nic_rkey);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_rc_gdr_ep_check_tx(ep, 0);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 1, &op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    length     = pack_cb(op->buf + 1, arg);
+    sge.addr   = (uintptr_t)(op->buf + 1);
+    sge.length = length;
+    sge.lkey   = op->buf->lkey;
+    uct_rc_gdr_ep_wr_rdma(&wr, IBV_WR_RDMA_WRITE, &sge, 1, remote_addr,
+                          nic_rkey);
+    status = uct_rc_gdr_ep_post_op(ep, &wr, op);
+    return (status == UCS_OK) ? (ssize_t)length : status;
+}
+
+
+static ucs_status_t uct_rc_gdr_ep_rdma_zcopy(uct_rc_gdr_ep_t *ep,
+                                             enum ibv_wr_opcode opcode,
+                                             const uct_iov_t *iov,
+                                             size_t iovcnt,
+                                             uint64_t remote_addr,
+                                             uct_rkey_t rkey,
+                                             uct_completion_t *comp)
+{
+    struct ibv_sge sges[UCT_RC_GDR_MAX_IOV];
+    struct ibv_send_wr wr;
+    uct_rc_gdr_op_t *op;
+    ucs_status_t status;
+    uint32_t nic_rkey;
+    int num_sge;
+
+    if (ucs_unlikely(iovcnt > UCT_RC_GDR_MAX_IOV)) {
+        ucs_error("rc_gdr: %zu iov entries, at most %d", iovcnt,
+                  UCT_RC_GDR_MAX_IOV);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    status = uct_rc_gdr_ep_remote_key(rkey, &nic_rkey);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_rc_gdr_ep_check_tx(ep, 0);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 0, &op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    op->comp = comp;
+    uct_rc_gdr_ep_fill_sges(sges, iov, iovcnt, &num_sge);
+    uct_rc_gdr_ep_wr_rdma(&wr, opcode, sges, num_sge, remote_addr, nic_rkey);
+    status = uct_rc_gdr_ep_post_op(ep, &wr, op);
+    return (status == UCS_OK) ? UCS_INPROGRESS : status;
+}
+
+
+ucs_status_t uct_rc_gdr_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                     size_t iovcnt, uint64_t remote_addr,
+                                     uct_rkey_t rkey, uct_completion_t *comp)
+{
+    return uct_rc_gdr_ep_rdma_zcopy(ucs_derived_of(tl_ep, uct_rc_gdr_ep_t),
+                                    IBV_WR_RDMA_WRITE, iov, iovcnt,
+                                    remote_addr, rkey, comp);
+}
+
+
+ucs_status_t uct_rc_gdr_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                     size_t iovcnt, uint64_t remote_addr,
+                                     uct_rkey_t rkey, uct_completion_t *comp)
+{
+    return uct_rc_gdr_ep_rdma_zcopy(ucs_derived_of(tl_ep, uct_rc_gdr_ep_t),
+                                    IBV_WR_RDMA_READ, iov, iovcnt,
+                                    remote_addr, rkey, comp);
+}
+
+
+ucs_status_t uct_rc_gdr_ep_get_bcopy(uct_ep_h tl_ep,
+                                     uct_unpack_callback_t unpack_cb,
+                                     void *arg, size_t length,
+                                     uint64_t remote_addr, uct_rkey_t rkey,
+                                     uct_completion_t *comp)
+{
+    uct_rc_gdr_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    uct_rc_gdr_op_t *op;
+    ucs_status_t status;
+    uint32_t nic_rkey;
+
+    if (ucs_unlikely(length > iface->config.seg_size)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    status = uct_rc_gdr_ep_remote_key(rkey, &nic_rkey);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_rc_gdr_ep_check_tx(ep, 0);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_GET_BCOPY, 1, &op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    op->comp             = comp;
+    op->get_bcopy.cb     = unpack_cb;
+    op->get_bcopy.arg    = arg;
+    op->get_bcopy.length = length;
+    sge.addr             = (uintptr_t)(op->buf + 1);
+    sge.length           = length;
+    sge.lkey             = op->buf->lkey;
+    uct_rc_gdr_ep_wr_rdma(&wr, IBV_WR_RDMA_READ, &sge, 1, remote_addr,
+                          nic_rkey);
+    status = uct_rc_gdr_ep_post_op(ep, &wr, op);
+    return (status == UCS_OK) ? UCS_INPROGRESS : status;
+}
+
+
+/* ------------------------------------------------------------------------
+ * Active messages: SEND with immediate data, flow-controlled by credits
+ * ------------------------------------------------------------------------ */
+
+static ucs_status_t uct_rc_gdr_ep_am_post(uct_rc_gdr_ep_t *ep, uint8_t id,
+                                          struct ibv_send_wr *wr,
+                                          uct_rc_gdr_op_t *op)
+{
+    ucs_status_t status;
+
+    wr->opcode   = IBV_WR_SEND_WITH_IMM;
+    wr->imm_data = uct_rc_gdr_ep_take_imm(ep, id);
+    status       = uct_rc_gdr_ep_post_op(ep, wr, op);
+    if (status == UCS_OK) {
+        --ep->fc_credits;
+    }
+    return status;
+}
+
+
+static ucs_status_t uct_rc_gdr_ep_am_check(uct_rc_gdr_ep_t *ep, uint8_t id)
+{
+    if (ucs_unlikely(id >= UCT_AM_ID_MAX)) {
+        ucs_error("rc_gdr: invalid active message id %u", id);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return uct_rc_gdr_ep_check_tx(ep, 1);
+}
+
+
+ucs_status_t uct_rc_gdr_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
+                                    const void *buffer, unsigned length)
+{
+    uct_rc_gdr_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
+    struct ibv_send_wr wr;
+    struct ibv_sge sges[2];
+    uct_rc_gdr_op_t *op;
+    ucs_status_t status;
+
+    if (ucs_unlikely(length + sizeof(hdr) > iface->config.max_inline)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    status = uct_rc_gdr_ep_am_check(ep, id);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 0, &op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    sges[0].addr   = (uintptr_t)&hdr;
+    sges[0].length = sizeof(hdr);
+    sges[0].lkey   = 0;
+    sges[1].addr   = (uintptr_t)buffer;
+    sges[1].length = length;
+    sges[1].lkey   = 0;
+    memset(&wr, 0, sizeof(wr));
+    wr.sg_list     = sges;
+    wr.num_sge     = (length > 0) ? 2 : 1;
+    wr.send_flags  = IBV_SEND_INLINE;
+    return uct_rc_gdr_ep_am_post(ep, id, &wr, op);
+}
+
+
+ssize_t uct_rc_gdr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                               uct_pack_callback_t pack_cb, void *arg,
+                               unsigned flags)
+{
+    uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    uct_rc_gdr_op_t *op;
+    ucs_status_t status;
+    size_t length;
+
+    status = uct_rc_gdr_ep_am_check(ep, id);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 1, &op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    length     = pack_cb(op->buf + 1, arg);
+    sge.addr   = (uintptr_t)(op->buf + 1);
+    sge.length = length;
+    sge.lkey   = op->buf->lkey;
+    memset(&wr, 0, sizeof(wr));
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    status     = uct_rc_gdr_ep_am_post(ep, id, &wr, op);
+    return (status == UCS_OK) ? (ssize_t)length : status;
+}
+
+
+ucs_status_t uct_rc_gdr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
+                                    const void *header, unsigned header_length,
+                                    const uct_iov_t *iov, size_t iovcnt,
+                                    unsigned flags, uct_completion_t *comp)
+{
+    uct_rc_gdr_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
+    struct ibv_sge sges[UCT_RC_GDR_MAX_IOV];
+    struct ibv_send_wr wr;
+    uct_rc_gdr_op_t *op;
+    ucs_status_t status;
+    size_t length;
+    int num_sge;
+
+    if (ucs_unlikely((header_length > UCT_RC_GDR_AM_MAX_HDR) ||
+                     (iovcnt + 1 > iface->config.max_send_sge))) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    status = uct_rc_gdr_ep_am_check(ep, id);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 1, &op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    memcpy(op->buf + 1, header, header_length);
+    sges[0].addr   = (uintptr_t)(op->buf + 1);
+    sges[0].length = header_length;
+    sges[0].lkey   = op->buf->lkey;
+    length         = uct_rc_gdr_ep_fill_sges(sges + 1, iov, iovcnt, &num_sge);
+    if (ucs_unlikely(header_length + length > iface->config.seg_size)) {
+        uct_rc_gdr_ep_release_op(op);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    op->comp   = comp;
+    memset(&wr, 0, sizeof(wr));
+    wr.sg_list = sges;
+    wr.num_sge = num_sge + 1;
+    status     = uct_rc_gdr_ep_am_post(ep, id, &wr, op);
+    return (status == UCS_OK) ? UCS_INPROGRESS : status;
+}
+
+
+/* Returns the credits we owe in a message of its own, when no AM of ours
+ * would carry them soon enough for the peer. */
+void uct_rc_gdr_ep_grant_credits(uct_rc_gdr_ep_t *ep)
+{
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
+    struct ibv_send_wr wr;
+    uct_rc_gdr_op_t *op;
+
+    if ((ep->fc_to_return < ucs_max(iface->config.fc_wnd_size / 2, 1u)) ||
+        (ep->flags & UCT_RC_GDR_EP_FLAG_DESTROYED) ||
+        (uct_rc_gdr_ep_check_tx(ep, 0) != UCS_OK) ||
+        (uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 0, &op) != UCS_OK)) {
+        return;
+    }
+
+    memset(&wr, 0, sizeof(wr));
+    wr.opcode   = IBV_WR_SEND_WITH_IMM;
+    wr.imm_data = uct_rc_gdr_ep_take_imm(ep, UCT_RC_GDR_IMM_CREDIT_ONLY);
+    if (uct_rc_gdr_ep_post_op(ep, &wr, op) == UCS_OK) {
+        ++iface->stats.credit_grants;
+    }
+}
+
+
+void uct_rc_gdr_ep_recv_credits(uct_rc_gdr_ep_t *ep, unsigned credits)
+{
+    ep->fc_credits += credits;
+}
+
+
+/* ------------------------------------------------------------------------
+ * Atomics (64-bit: what plain verbs offers)
+ * ------------------------------------------------------------------------ */
+
+static ucs_status_t uct_rc_gdr_ep_atomic(uct_rc_gdr_ep_t *ep,
+                                         enum ibv_wr_opcode opcode,
+                                         uint64_t compare_add, uint64_t swap,
+                                         uint64_t remote_addr, uct_rkey_t rkey,
+                                         uint64_t *result,
+                                         uct_completion_t *comp)
+{
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    uct_rc_gdr_op_t *op;
+    ucs_status_t status;
+    uint32_t nic_rkey;
+
+    if (ucs_unlikely(remote_addr % sizeof(uint64_t))) {
+        ucs_error("rc_gdr: atomic on unaligned remote address 0x%" PRIx64,
+                  remote_addr);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    status = uct_rc_gdr_ep_remote_key(rkey, &nic_rkey);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_rc_gdr_ep_check_tx(ep, 0);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_rc_gdr_ep_get_op(ep, (result == NULL) ? UCT_RC_GDR_OP_SEND :
+                                  UCT_RC_GDR_OP_ATOMIC, 1, &op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    op->comp                = comp;
+    op->atomic.result       = result;
+    op->atomic.size         = sizeof(uint64_t);
+    sge.addr                = (uintptr_t)(op->buf + 1);
+    sge.length              = sizeof(uint64_t);
+    sge.lkey                = op->buf->lkey;
+    memset(&wr, 0, sizeof(wr));
+    wr.opcode                = opcode;
+    wr.sg_list               = &sge;
+    wr.num_sge               = 1;
+    wr.wr.atomic.remote_addr = remote_addr;
+    wr.wr.atomic.compare_add = compare_add;
+    wr.wr.atomic.swap        = swap;
+    wr.wr.atomic.rkey        = nic_rkey;
+    status = uct_rc_gdr_ep_post_op(ep, &wr, op);
+    if (status != UCS_OK) {
+        return status;
+    }
+    return (result == NULL) ? UCS_OK : UCS_INPROGRESS;
+}
+
+
+ucs_status_t uct_rc_gdr_ep_atomic_cswap64(uct_ep_h tl_ep, uint64_t compare,
+                                          uint64_t swap, uint64_t remote_addr,
+                                          uct_rkey_t rkey, uint64_t *result,
+                                          uct_completion_t *comp)
+{
+    return uct_rc_gdr_ep_atomic(ucs_derived_of(tl_ep, uct_rc_gdr_ep_t),
+                                IBV_WR_ATOMIC_CMP_AND_SWP, compare, swap,
+                                remote_addr, rkey, result, comp);
+}
+
+
+ucs_status_t uct_rc_gdr_ep_atomic64_post(uct_ep_h tl_ep, unsigned opcode,
+                                         uint64_t value, uint64_t remote_addr,
+                                         uct_rkey_t rkey)
+{
+    if (opcode != UCT_ATOMIC_OP_ADD) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    return uct_rc_gdr_ep_atomic(ucs_derived_of(tl_ep, uct_rc_gdr_ep_t),
+                                IBV_WR_ATOMIC_FETCH_AND_ADD, value, 0,
+                                remote_addr, rkey, NULL, NULL);
+}
+
+
+ucs_status_t uct_rc_gdr_ep_atomic64_fetch(uct_ep_h tl_ep,
+                                          uct_atomic_op_t opcode,
+                                          uint64_t value, uint64_t *result,
+                                          uint64_t remote_addr,
+                                          uct_rkey_t rkey,
+                                          uct_completion_t *comp)
+{
+    if ((opcode != UCT_ATOMIC_OP_ADD) || (result == NULL)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    return uct_rc_gdr_ep_atomic(ucs_derived_of(tl_ep, uct_rc_gdr_ep_t),
+                                IBV_WR_ATOMIC_FETCH_AND_ADD, value, 0,
+                                remote_addr, rkey, result, comp);
+}
+
+
+/* ------------------------------------------------------------------------
+ * Completion and failure
+ * ------------------------------------------------------------------------ */
+
+static ucs_status_t uct_rc_gdr_ep_wc_status(enum ibv_wc_status wc_status)
+{
+    switch (wc_status) {
+    case IBV_WC_SUCCESS:
+        return UCS_OK;
+    case IBV_WC_RETRY_EXC_ERR:
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+        return UCS_ERR_ENDPOINT_TIMEOUT;
+    case IBV_WC_WR_FLUSH_ERR:
+        return UCS_ERR_CANCELED;
+    case IBV_WC_REM_ACCESS_ERR:
+    case IBV_WC_LOC_PROT_ERR:
+    case IBV_WC_REM_INV_REQ_ERR:
+        return UCS_ERR_INVALID_ADDR;
+    default:
+        return UCS_ERR_IO_ERROR;
+    }
+}
+
+
+static void uct_rc_gdr_ep_set_failed(uct_rc_gdr_ep_t *ep, ucs_status_t status)
+{
+    if (ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) {
+        return;
+    }
+
+    ep->flags  |= UCT_RC_GDR_EP_FLAG_FAILED;
+    ep->status  = status;
+}
+
+
+static void uct_rc_gdr_ep_complete_op(uct_rc_gdr_ep_t *ep,
+                                      uct_rc_gdr_op_t *op,
+                                      ucs_status_t status)
+{
+    if (!(ep->flags & UCT_RC_GDR_EP_FLAG_DESTROYED)) {
+        if (status == UCS_OK) {
+            if (op->type == UCT_RC_GDR_OP_GET_BCOPY) {
+                op->get_bcopy.cb(op->get_bcopy.arg, op->buf + 1,
+                                 op->get_bcopy.length);
+            } else if (op->type == UCT_RC_GDR_OP_ATOMIC) {
+                memcpy(op->atomic.result, op->buf + 1, op->atomic.size);
+            }
+        }
+
+        if (op->comp != NULL) {
+            uct_invoke_completion(op->comp, status);
+        }
+    }
+
+    uct_rc_gdr_ep_release_op(op);
+}
+
+
+/* Flushes complete when every operation posted before them has. */
+static void uct_rc_gdr_ep_complete_flushes(uct_rc_gdr_ep_t *ep)
+{
+    ucs_status_t status = (ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) ?
+                          ep->status : UCS_OK;
+    uct_rc_gdr_op_t *op;
+
+    while (!ucs_queue_is_empty(&ep->outstanding)) {
+        op = ucs_queue_head_elem_non_empty(&ep->outstanding, uct_rc_gdr_op_t,
+                                           queue);
+        if (op->type != UCT_RC_GDR_OP_FLUSH) {
+            break;
+        }
+        ucs_queue_pull_non_empty(&ep->outstanding);
+        uct_rc_gdr_ep_complete_op(ep, op, status);
+    }
+}
+
+
+void uct_rc_gdr_ep_send_completion(uct_rc_gdr_ep_t *ep, struct ibv_wc *wc)
+{
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
+    ucs_status_t status       = uct_rc_gdr_ep_wc_status(wc->status);
+    uct_rc_gdr_op_t *op;
+
+    uct_rc_gdr_ep_complete_flushes(ep);
+    if (ucs_unlikely(ucs_queue_is_empty(&ep->outstanding))) {
+        ucs_error("rc_gdr: completion on QP 0x%x with nothing outstanding",
+                  wc->qp_num);
+        return;
+    }
+
+    op = ucs_queue_pull_elem_non_empty(&ep->outstanding, uct_rc_gdr_op_t,
+                                       queue);
+    ucs_assertv((uintptr_t)op == wc->wr_id, "op=%p wr_id=0x%" PRIx64, op,
+                (uint64_t)wc->wr_id);
+    --ep->num_outstanding;
+    ++ep->sq_avail;
+
+    if (ucs_unlikely(status != UCS_OK)) {
+        if (!(ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) &&
+            (wc->status != IBV_WC_WR_FLUSH_ERR)) {
+            ucs_error("rc_gdr: QP 0x%x: %s (vendor error 0x%x): %s",
+                      wc->qp_num, ibv_wc_status_str(wc->status),
+                      wc->vendor_err, ucs_status_string(status));
+        }
+        uct_rc_gdr_ep_set_failed(ep, status);
+    }
+
+    uct_rc_gdr_ep_complete_op(ep, op,
+                              (ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) ?
+                              ep->status : UCS_OK);
+    uct_rc_gdr_ep_complete_flushes(ep);
+
+    if (ep->flags & UCT_RC_GDR_EP_FLAG_DESTROYED) {
+        if (ep->num_outstanding == 0) {
+            uct_rc_gdr_ep_free_zombie(ep);
+        }
+        return;
+    }
+
+    if ((ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) &&
+        !(ep->flags & UCT_RC_GDR_EP_FLAG_ERR_RAISED)) {
+        /* Last: the user's handler may destroy the endpoint. */
+        ep->flags |= UCT_RC_GDR_EP_FLAG_ERR_RAISED;
+        uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
+                                ep->status);
+    }
+}
+
+
+static void uct_rc_gdr_ep_move_to_error(uct_rc_gdr_ep_t *ep)
+{
+    struct ibv_qp_attr attr;
+    int ret;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state = IBV_QPS_ERR;
+    ret = ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE);
+    if (ret != 0) {
+        ucs_warn("rc_gdr: QP 0x%x: moving to error state failed: %s",
+                 ep->qp->qp_num, strerror(ret));
+    }
+}
+
+
+/* ------------------------------------------------------------------------
+ * Flush, fence, pending, check
+ * ------------------------------------------------------------------------ */
+
+ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                                 uct_completion_t *comp)
+{
+    uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
+    uct_rc_gdr_op_t *op;
+    ucs_status_t status;
+
+    if ((flags & UCT_FLUSH_FLAG_CANCEL) && (ep->num_outstanding > 0) &&
+        !(ep->flags & UCT_RC_GDR_EP_FLAG_FAILED)) {
+        /* Every posted work request completes now, with a flush error. */
+        uct_rc_gdr_ep_move_to_error(ep);
+        uct_rc_gdr_ep_set_failed(ep, UCS_ERR_CANCELED);
+        ep->flags |= UCT_RC_GDR_EP_FLAG_ERR_RAISED; /* the user asked */
+    }
+
+    if (ep->num_outstanding == 0) {
+        return UCS_OK;
+    }
+
+    if (!(flags & UCT_FLUSH_FLAG_CANCEL) && !ucs_queue_is_empty(&ep->pending)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    if (comp == NULL) {
+        return UCS_INPROGRESS;
+    }
+
+    status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_FLUSH, 0, &op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    op->comp = comp;
+    ucs_queue_push(&ep->outstanding, &op->queue);
+    return UCS_INPROGRESS;
+}
+
+
+ucs_status_t uct_rc_gdr_ep_fence(uct_ep_h tl_ep, unsigned flags)
+{
+    uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
+
+    ep->flags |= UCT_RC_GDR_EP_FLAG_FENCE;
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_rc_gdr_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
+                                       unsigned flags)
+{
+    uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
+
+    if (uct_rc_gdr_ep_check_tx(ep, 1) == UCS_OK) {
+        return UCS_ERR_BUSY;
+    }
+
+    ucs_queue_push(&ep->pending, uct_pending_req_priv_queue_elem(req));
+    return UCS_OK;
+}
+
+
+void uct_rc_gdr_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
+                                 void *arg)
+{
+    uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
+    uct_pending_req_priv_queue_t *priv;
+
+    while (!ucs_queue_is_empty(&ep->pending)) {
+        priv = ucs_queue_pull_elem_non_empty(&ep->pending,
+                                             uct_pending_req_priv_queue_t,
+                                             queue_elem);
+        if (cb != NULL) {
+            cb(ucs_container_of(priv, uct_pending_req_t, priv), arg);
+        }
+    }
+}
+
+
+void uct_rc_gdr_ep_dispatch_pending(uct_rc_gdr_ep_t *ep)
+{
+    uct_pending_req_priv_queue_t *priv;
+    uct_pending_req_t *req;
+    ucs_status_t status;
+
+    uct_rc_gdr_ep_grant_credits(ep);
+
+    while (!ucs_queue_is_empty(&ep->pending) &&
+           (uct_rc_gdr_ep_check_tx(ep, 0) == UCS_OK)) {
+        priv   = ucs_queue_head_elem_non_empty(&ep->pending,
+                                               uct_pending_req_priv_queue_t,
+                                               queue_elem);
+        req    = ucs_container_of(priv, uct_pending_req_t, priv);
+        status = req->func(req);
+        if (status != UCS_OK) {
+            /* UCS_INPROGRESS: partly done, stays first; else no resources */
+            break;
+        }
+        ucs_queue_pull_non_empty(&ep->pending);
+    }
+}
+
+
+/* Keepalive: a credit message with no credits. A dead peer never acknowledges
+ * it, and the QP reports the failure after the configured timeout. */
+ucs_status_t uct_rc_gdr_ep_check(uct_ep_h tl_ep, unsigned flags,
+                                 uct_completion_t *comp)
+{
+    uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
+    struct ibv_send_wr wr;
+    uct_rc_gdr_op_t *op;
+
+    if ((ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) || (ep->num_outstanding > 0) ||
+        (uct_rc_gdr_ep_check_tx(ep, 0) != UCS_OK) ||
+        (uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 0, &op) != UCS_OK)) {
+        /* Outstanding work already probes the peer, or failure is known. */
+        return UCS_OK;
+    }
+
+    memset(&wr, 0, sizeof(wr));
+    wr.opcode   = IBV_WR_SEND_WITH_IMM;
+    wr.imm_data = uct_rc_gdr_ep_take_imm(ep, UCT_RC_GDR_IMM_CREDIT_ONLY);
+    return uct_rc_gdr_ep_post_op(ep, &wr, op);
+}
+
+
+ucs_status_t uct_rc_gdr_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
+{
+    uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
+    struct ibv_send_wr wr;
+    uct_rc_gdr_op_t *op;
+    ucs_status_t status;
+
+    if (ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) {
+        return UCS_OK;
+    }
+
+    /* A work request posted to a QP in error completes at once with a flush
+     * error: that completion raises the error from the progress context. */
+    status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 0, &op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    uct_rc_gdr_ep_move_to_error(ep);
+    uct_rc_gdr_ep_set_failed(ep, UCS_ERR_ENDPOINT_TIMEOUT);
+    memset(&wr, 0, sizeof(wr));
+    wr.opcode   = IBV_WR_SEND_WITH_IMM;
+    wr.imm_data = htonl(UCT_RC_GDR_IMM_CREDIT_ONLY);
+    return uct_rc_gdr_ep_post_op(ep, &wr, op);
+}
+
+
+/* ------------------------------------------------------------------------
+ * Connection
+ * ------------------------------------------------------------------------ */
+
+ucs_status_t uct_rc_gdr_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr)
+{
+    uct_rc_gdr_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
+    uct_rc_gdr_ep_addr_t ep_addr;
+
+    ep_addr.qp_num   = ep->qp->qp_num;
+    ep_addr.path_mtu = iface->port_attr.active_mtu;
+    ep_addr.flags    = 0;
+    uct_rc_gdr_ep_addr_pack(&ep_addr, addr);
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_rc_gdr_ep_connect_to_ep(uct_ep_h tl_ep,
+                                         const uct_device_addr_t *dev_addr,
+                                         const uct_ep_addr_t *ep_addr)
+{
+    uct_rc_gdr_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
+    uct_rc_gdr_dev_addr_t remote_dev;
+    uct_rc_gdr_ep_addr_t remote_ep;
+    struct ibv_qp_attr attr;
+    ucs_status_t status;
+    int ret;
+
+    /* UCT passes no lengths: the sizes are those this transport packs, and
+     * the checksum refuses a shorter or foreign blob. */
+    status = uct_rc_gdr_dev_addr_unpack(dev_addr, uct_rc_gdr_dev_addr_size(),
+                                        &remote_dev);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_rc_gdr_ep_addr_unpack(ep_addr, uct_rc_gdr_ep_addr_size(),
+                                       &remote_ep);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if (remote_dev.is_roce != iface->is_roce) {
+        ucs_error("rc_gdr: peer link layer differs from %s:%u",
+                  ibv_get_device_name(iface->send_cq->context->device),
+                  iface->port_num);
+        return UCS_ERR_UNREACHABLE;
+    }
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state              = IBV_QPS_RTR;
+    attr.path_mtu              = ucs_min(iface->port_attr.active_mtu,
+                                         (enum ibv_mtu)remote_ep.path_mtu);
+    attr.dest_qp_num           = remote_ep.qp_num;
+    attr.rq_psn                = 0;
+    attr.max_dest_rd_atomic    = iface->config.max_rd_atomic;
+    attr.min_rnr_timer         = UCT_RC_GDR_MIN_RNR_TIMER;
+    attr.ah_attr.port_num      = iface->port_num;
+    attr.ah_attr.dlid          = remote_dev.lid;
+    if (iface->is_roce) {
+        attr.ah_attr.is_global         = 1;
+        attr.ah_attr.grh.sgid_index    = iface->gid_index;
+        attr.ah_attr.grh.hop_limit     = UCT_RC_GDR_HOP_LIMIT;
+        memcpy(attr.ah_attr.grh.dgid.raw, remote_dev.gid,
+               sizeof(remote_dev.gid));
+    }
+
+    ret = ibv_modify_qp(ep->qp, &attr,
+                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+                        IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    if (ret != 0) {
+        ucs_error("rc_gdr: QP 0x%x to RTR (peer QP 0x%x) failed: %s",
+                  ep->qp->qp_num, remote_ep.qp_num, strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state      = IBV_QPS_RTS;
+    attr.sq_psn        = 0;
+    attr.timeout       = iface->config.timeout_exp;
+    attr.retry_cnt     = iface->config.retry_count;
+    attr.rnr_retry     = UCT_RC_GDR_RNR_RETRY_INF;
+    attr.max_rd_atomic = iface->config.max_rd_atomic;
+    ret = ibv_modify_qp(ep->qp, &attr,
+                        IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+                        IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                        IBV_QP_MAX_QP_RD_ATOMIC);
+    if (ret != 0) {
+        ucs_error("rc_gdr: QP 0x%x to RTS failed: %s", ep->qp->qp_num,
+                  strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    ep->remote_flags = remote_ep.flags;
+    ep->flags       |= UCT_RC_GDR_EP_FLAG_CONNECTED;
+    ucs_debug("rc_gdr: QP 0x%x connected to QP 0x%x", ep->qp->qp_num,
+              remote_ep.qp_num);
+    return UCS_OK;
+}
+
+
+static UCS_CLASS_INIT_FUNC(uct_rc_gdr_ep_t, const uct_ep_params_t *params)
+{
+    uct_rc_gdr_iface_t *iface;
+    uct_rc_gdr_md_t *md;
+    struct ibv_qp_init_attr qp_init;
+    struct ibv_qp_attr attr;
+    khiter_t iter;
+    int ret;
+
+    if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE) ||
+        (params->field_mask & (UCT_EP_PARAM_FIELD_DEV_ADDR |
+                               UCT_EP_PARAM_FIELD_IFACE_ADDR))) {
+        /* rc_gdr connects endpoint to endpoint only */
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    iface = ucs_derived_of(params->iface, uct_rc_gdr_iface_t);
+    md    = ucs_derived_of(iface->super.md, uct_rc_gdr_md_t);
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
+
+    memset(&qp_init, 0, sizeof(qp_init));
+    qp_init.send_cq             = iface->send_cq;
+    qp_init.recv_cq             = iface->recv_cq;
+    qp_init.srq                 = iface->srq;
+    qp_init.qp_type             = IBV_QPT_RC;
+    qp_init.sq_sig_all          = 0;
+    qp_init.cap.max_send_wr     = iface->config.tx_queue_len;
+    qp_init.cap.max_send_sge    = iface->config.max_send_sge;
+    qp_init.cap.max_inline_data = iface->config.max_inline;
+    self->qp = ibv_create_qp(md->pd, &qp_init);
+    if (self->qp == NULL) {
+        ucs_error("rc_gdr: ibv_create_qp(%s) failed: %m", md->name);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state        = IBV_QPS_INIT;
+    attr.pkey_index      = 0;
+    attr.port_num        = iface->port_num;
+    attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                           IBV_ACCESS_REMOTE_ATOMIC;
+    ret = ibv_modify_qp(self->qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+                        IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    if (ret != 0) {
+        ucs_error("rc_gdr: QP 0x%x to INIT failed: %s", self->qp->qp_num,
+                  strerror(ret));
+        goto err_destroy_qp;
+    }
+
+    iter = kh_put(uct_rc_gdr_qpn, &iface->eps_by_qpn, self->qp->qp_num, &ret);
+    if (ret == -1) {
+        ucs_error("rc_gdr: out of memory adding QP 0x%x", self->qp->qp_num);
+        goto err_destroy_qp;
+    }
+    kh_value(&iface->eps_by_qpn, iter) = self;
+
+    ucs_queue_head_init(&self->outstanding);
+    ucs_queue_head_init(&self->pending);
+    self->num_outstanding = 0;
+    self->sq_avail        = iface->config.tx_queue_len;
+    self->fc_credits      = iface->config.fc_wnd_size;
+    self->fc_to_return    = 0;
+    self->flags           = 0;
+    self->remote_flags    = 0;
+    self->status          = UCS_OK;
+    ucs_list_add_tail(&iface->eps, &self->list);
+    return UCS_OK;
+
+err_destroy_qp:
+    ibv_destroy_qp(self->qp);
+    return UCS_ERR_IO_ERROR;
+}
+
+
+static UCS_CLASS_CLEANUP_FUNC(uct_rc_gdr_ep_t)
+{
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(self);
+    uct_rc_gdr_op_t *op;
+    khiter_t iter;
+    int ret;
+
+    uct_rc_gdr_ep_pending_purge(&self->super.super, NULL, NULL);
+
+    ret = ibv_destroy_qp(self->qp);
+    if (ret != 0) {
+        ucs_warn("rc_gdr: ibv_destroy_qp(0x%x) failed: %s", self->qp->qp_num,
+                 strerror(ret));
+    }
+
+    /* Completions that never came (iface closing): the CQ slots are free. */
+    self->flags |= UCT_RC_GDR_EP_FLAG_DESTROYED;
+    while (!ucs_queue_is_empty(&self->outstanding)) {
+        op = ucs_queue_pull_elem_non_empty(&self->outstanding,
+                                           uct_rc_gdr_op_t, queue);
+        if (op->type != UCT_RC_GDR_OP_FLUSH) {
+            ++iface->tx_cq_avail;
+        }
+        uct_rc_gdr_ep_release_op(op);
+    }
+
+    iter = kh_get(uct_rc_gdr_qpn, &iface->eps_by_qpn, self->qp->qp_num);
+    if (iter != kh_end(&iface->eps_by_qpn)) {
+        kh_del(uct_rc_gdr_qpn, &iface->eps_by_qpn, iter);
+    }
+    ucs_list_del(&self->list);
+}
+
+
+UCS_CLASS_DEFINE(uct_rc_gdr_ep_t, uct_base_ep_t);
+UCS_CLASS_DEFINE_NEW_FUNC(uct_rc_gdr_ep_t, uct_ep_t, const uct_ep_params_t*);
+
+
+void uct_rc_gdr_ep_free_zombie(uct_rc_gdr_ep_t *ep)
+{
+    UCS_CLASS_DELETE(uct_rc_gdr_ep_t, ep);
+}
+
+
+/* An endpoint with work in flight becomes a zombie until its completions
+ * arrive: their descriptors must not point to freed memory. */
+void uct_rc_gdr_ep_destroy(uct_ep_h tl_ep)
+{
+    uct_rc_gdr_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
+
+    uct_rc_gdr_ep_pending_purge(tl_ep, NULL, NULL);
+    if (ep->num_outstanding == 0) {
+        UCS_CLASS_DELETE(uct_rc_gdr_ep_t, ep);
+        return;
+    }
+
+    ep->flags |= UCT_RC_GDR_EP_FLAG_DESTROYED;
+    uct_rc_gdr_ep_move_to_error(ep);
+    ucs_list_del(&ep->list);
+    ucs_list_add_tail(&iface->zombies, &ep->list);
+}
+

@@ -1,1 +1,105 @@
-/* placeholder */
+/*
+ * rc_gdr endpoint: one RC queue pair connected to one peer QP.
+ */
+
+#ifndef UCT_RC_GDR_EP_H_
+#define UCT_RC_GDR_EP_H_
+
+#include "rc_gdr_iface.h"
+
+
+/*
+ * Immediate data of every SEND: the AM id, and the credits this side returns
+ * to the peer (receives of the peer's messages it has consumed). A message
+ * with CREDIT_ONLY carries no AM and consumes no credit itself.
+ */
+#define UCT_RC_GDR_IMM_AM_ID_MASK     UCS_MASK(UCT_RC_GDR_AM_ID_BITS)
+#define UCT_RC_GDR_IMM_CREDIT_ONLY    UCS_BIT(7)
+#define UCT_RC_GDR_IMM_CREDITS_SHIFT  8
+#define UCT_RC_GDR_IMM_CREDITS_MAX    0xffffu
+
+
+enum {
+    UCT_RC_GDR_EP_FLAG_CONNECTED  = UCS_BIT(0),
+    UCT_RC_GDR_EP_FLAG_FENCE      = UCS_BIT(1), /* next read/atomic waits */
+    UCT_RC_GDR_EP_FLAG_FAILED     = UCS_BIT(2),
+    UCT_RC_GDR_EP_FLAG_DESTROYED  = UCS_BIT(3), /* zombie: user let go */
+    UCT_RC_GDR_EP_FLAG_ERR_RAISED = UCS_BIT(4)  /* error handler called */
+};
+
+
+struct uct_rc_gdr_ep {
+    uct_base_ep_t             super;
+    struct ibv_qp             *qp;
+    ucs_list_link_t           list;         /* iface->eps or ->zombies */
+    ucs_queue_head_t          outstanding;  /* uct_rc_gdr_op_t, post order */
+    ucs_queue_head_t          pending;      /* uct_pending_req_t */
+    unsigned                  num_outstanding; /* work requests in flight */
+    unsigned                  sq_avail;
+    int                       fc_credits;   /* messages we may still send */
+    unsigned                  fc_to_return; /* peer's messages consumed */
+    uint8_t                   flags;        /* UCT_RC_GDR_EP_FLAG_xx */
+    uint8_t                   remote_flags; /* UCT_RC_GDR_EP_ADDR_FLAG_xx */
+    ucs_status_t              status;       /* why it failed */
+};
+
+
+UCS_CLASS_DECLARE_NEW_FUNC(uct_rc_gdr_ep_t, uct_ep_t, const uct_ep_params_t*);
+void uct_rc_gdr_ep_destroy(uct_ep_h tl_ep);
+
+ucs_status_t uct_rc_gdr_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr);
+ucs_status_t uct_rc_gdr_ep_connect_to_ep(uct_ep_h tl_ep,
+                                         const uct_device_addr_t *dev_addr,
+                                         const uct_ep_addr_t *ep_addr);
+
+ucs_status_t uct_rc_gdr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
+                                     unsigned length, uint64_t remote_addr,
+                                     uct_rkey_t rkey);
+ssize_t uct_rc_gdr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
+                                void *arg, uint64_t remote_addr,
+                                uct_rkey_t rkey);
+ucs_status_t uct_rc_gdr_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                     size_t iovcnt, uint64_t remote_addr,
+                                     uct_rkey_t rkey, uct_completion_t *comp);
+ucs_status_t uct_rc_gdr_ep_get_bcopy(uct_ep_h tl_ep,
+                                     uct_unpack_callback_t unpack_cb,
+                                     void *arg, size_t length,
+                                     uint64_t remote_addr, uct_rkey_t rkey,
+                                     uct_completion_t *comp);
+ucs_status_t uct_rc_gdr_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                     size_t iovcnt, uint64_t remote_addr,
+                                     uct_rkey_t rkey, uct_completion_t *comp);
+ucs_status_t uct_rc_gdr_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
+                                    const void *buffer, unsigned length);
+ssize_t uct_rc_gdr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                               uct_pack_callback_t pack_cb, void *arg,
+                               unsigned flags);
+ucs_status_t uct_rc_gdr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
+                                    const void *header, unsigned header_length,
+                                    const uct_iov_t *iov, size_t iovcnt,
+                                    unsigned flags, uct_completion_t *comp);
+ucs_status_t uct_rc_gdr_ep_atomic_cswap64(uct_ep_h tl_ep, uint64_t compare,
+                                          uint64_t swap, uint64_t remote_addr,
+                                          uct_rkey_t rkey, uint64_t *result,
+                                          uct_completion_t *comp);
+ucs_status_t uct_rc_gdr_ep_atomic64_post(uct_ep_h tl_ep, unsigned opcode,
+                                         uint64_t value, uint64_t remote_addr,
+                                         uct_rkey_t rkey);
+ucs_status_t uct_rc_gdr_ep_atomic64_fetch(uct_ep_h tl_ep,
+                                          uct_atomic_op_t opcode,
+                                          uint64_t value, uint64_t *result,
+                                          uint64_t remote_addr,
+                                          uct_rkey_t rkey,
+                                          uct_completion_t *comp);
+ucs_status_t uct_rc_gdr_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
+                                       unsigned flags);
+void uct_rc_gdr_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
+                                 void *arg);
+ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                                 uct_completion_t *comp);
+ucs_status_t uct_rc_gdr_ep_fence(uct_ep_h tl_ep, unsigned flags);
+ucs_status_t uct_rc_gdr_ep_check(uct_ep_h tl_ep, unsigned flags,
+                                 uct_completion_t *comp);
+ucs_status_t uct_rc_gdr_ep_invalidate(uct_ep_h tl_ep, unsigned flags);
+
+#endif

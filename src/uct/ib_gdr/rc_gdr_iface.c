@@ -1,1 +1,747 @@
-/* placeholder: written in a following change */
+/*
+ * rc_gdr interface: port, completion queues, shared receive queue,
+ * progress and the attributes UCP chooses protocols by.
+ */
+
+#include "rc_gdr_iface.h"
+#include "rc_gdr_ep.h"
+#include "rc_gdr_addr.h"
+
+#include <ucs/arch/bitops.h>
+#include <ucs/arch/cpu.h>
+#include <ucs/datastruct/mpool.inl>
+#include <ucs/debug/log.h>
+#include <ucs/sys/string.h>
+#include <ucs/type/class.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+
+#define UCT_RC_GDR_POLL_BATCH 16
+
+
+ucs_config_field_t uct_rc_gdr_iface_config_table[] = {
+    {"", "ALLOC=huge,thp,mmap,heap", NULL,
+     ucs_offsetof(uct_rc_gdr_iface_config_t, super),
+     UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+
+    {"TX_QUEUE_LEN", "256",
+     "Send work requests per endpoint (queue pair send queue length).",
+     ucs_offsetof(uct_rc_gdr_iface_config_t, tx_queue_len),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"TX_CQ_LEN", "4096",
+     "Send completion queue length, shared by the endpoints of an interface.",
+     ucs_offsetof(uct_rc_gdr_iface_config_t, tx_cq_len), UCS_CONFIG_TYPE_UINT},
+
+    {"RX_QUEUE_LEN", "512",
+     "Receive buffers in the interface's shared receive queue.",
+     ucs_offsetof(uct_rc_gdr_iface_config_t, rx_queue_len),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"FC_WND_SIZE", "128",
+     "Active messages an endpoint may send before the peer returns credits.",
+     ucs_offsetof(uct_rc_gdr_iface_config_t, fc_wnd_size),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"SEG_SIZE", "8192",
+     "Size of the bounce buffers for bcopy and active messages; the largest "
+     "active message.",
+     ucs_offsetof(uct_rc_gdr_iface_config_t, seg_size),
+     UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"TX_MAX_INLINE", "128",
+     "Largest payload sent inline in the work request (short operations).",
+     ucs_offsetof(uct_rc_gdr_iface_config_t, max_inline),
+     UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"FAILURE_TIMEOUT", "8s",
+     "Time after which a peer that stopped acknowledging is reported as "
+     "failed (UCS_ERR_ENDPOINT_TIMEOUT). Split into RETRY_COUNT+1 transport "
+     "timeouts of 4.096us*2^n each, so the bound is approximate.",
+     ucs_offsetof(uct_rc_gdr_iface_config_t, failure_timeout),
+     UCS_CONFIG_TYPE_TIME},
+
+    {"RETRY_COUNT", "6",
+     "Transport retries before a work request fails (0..7). Soft-RoCE (rxe) "
+     "treats 7 as 'retry forever', so a dead peer would never be reported.",
+     ucs_offsetof(uct_rc_gdr_iface_config_t, retry_count),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"MAX_RD_ATOMIC", "4",
+     "RDMA reads and atomics in flight per endpoint.",
+     ucs_offsetof(uct_rc_gdr_iface_config_t, max_rd_atomic),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"GID_INDEX", "0",
+     "GID table index of the local port (RoCE).",
+     ucs_offsetof(uct_rc_gdr_iface_config_t, gid_index),
+     UCS_CONFIG_TYPE_UINT},
+
+    UCT_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 0, "send/receive",
+                                  ucs_offsetof(uct_rc_gdr_iface_config_t,
+                                               tx_mp), ""),
+
+    {NULL}
+};
+
+
+static uct_iface_ops_t uct_rc_gdr_iface_ops;
+static uct_iface_internal_ops_t uct_rc_gdr_iface_internal_ops;
+
+/* Operation descriptors live in plain host memory: no NIC ever reads them. */
+static ucs_mpool_ops_t uct_rc_gdr_op_mpool_ops = {
+    .chunk_alloc   = ucs_mpool_chunk_malloc,
+    .chunk_release = ucs_mpool_chunk_free,
+    .obj_init      = NULL,
+    .obj_cleanup   = NULL,
+    .obj_str       = NULL
+};
+
+
+/* Port rate in bytes per second, from the width and speed the port reports. */
+static double uct_rc_gdr_iface_port_bandwidth(const struct ibv_port_attr *attr)
+{
+    static const double lane_gbps[] = {
+        [1] = 2.5, [2] = 5.0, [4] = 10.0, [8] = 10.3125, [16] = 14.0625,
+        [32] = 25.78125, [64] = 50.0, [128] = 100.0
+    };
+    unsigned width = (attr->active_width == 1) ? 1 :
+                     (attr->active_width == 2) ? 4 :
+                     (attr->active_width == 4) ? 8 :
+                     (attr->active_width == 8) ? 12 : 2;
+    double gbps    = ((attr->active_speed < ucs_static_array_size(lane_gbps)) &&
+                      (lane_gbps[attr->active_speed] > 0)) ?
+                     lane_gbps[attr->active_speed] : 2.5;
+
+    return width * gbps * 1e9 / 8;
+}
+
+
+static ucs_status_t uct_rc_gdr_iface_query(uct_iface_h tl_iface,
+                                           uct_iface_attr_t *attr)
+{
+    uct_rc_gdr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_gdr_iface_t);
+    uct_rc_gdr_md_t *md       = ucs_derived_of(iface->super.md,
+                                               uct_rc_gdr_md_t);
+    size_t max_msg            = iface->port_attr.max_msg_sz;
+    unsigned max_iov          = ucs_min(iface->config.max_send_sge,
+                                        (unsigned)UCT_RC_GDR_MAX_IOV);
+    unsigned max_get_iov      = ucs_min((unsigned)md->dev_attr.max_sge_rd,
+                                        max_iov);
+    unsigned am_max_short     = ucs_max(iface->config.max_inline,
+                                        sizeof(uint64_t)) - sizeof(uint64_t);
+
+    uct_base_iface_query(&iface->super, attr);
+
+    attr->cap.put.max_short       = iface->config.max_inline;
+    attr->cap.put.max_bcopy       = iface->config.seg_size;
+    attr->cap.put.min_zcopy       = 0;
+    attr->cap.put.max_zcopy       = max_msg;
+    attr->cap.put.opt_zcopy_align = 512;
+    attr->cap.put.align_mtu       = 128u << iface->port_attr.active_mtu;
+    attr->cap.put.max_iov         = max_iov;
+
+    attr->cap.get.max_bcopy       = iface->config.seg_size;
+    attr->cap.get.min_zcopy       = 0;
+    attr->cap.get.max_zcopy       = max_msg;
+    attr->cap.get.opt_zcopy_align = 512;
+    attr->cap.get.align_mtu       = attr->cap.put.align_mtu;
+    attr->cap.get.max_iov         = ucs_max(max_get_iov, 1u);
+
+    attr->cap.am.max_short        = am_max_short;
+    attr->cap.am.max_bcopy        = iface->config.seg_size;
+    attr->cap.am.min_zcopy        = 0;
+    attr->cap.am.max_zcopy        = iface->config.seg_size -
+                                    UCT_RC_GDR_AM_MAX_HDR;
+    attr->cap.am.opt_zcopy_align  = 512;
+    attr->cap.am.align_mtu        = attr->cap.put.align_mtu;
+    attr->cap.am.max_hdr          = UCT_RC_GDR_AM_MAX_HDR;
+    attr->cap.am.max_iov          = max_iov - 1;
+
+    attr->cap.flags = UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
+                      UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PUT_SHORT |
+                      UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
+                      UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
+                      UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CONNECT_TO_EP |
+                      UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_EP_CHECK |
+                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+
+    if (iface->config.atomic) {
+        attr->cap.flags              |= UCT_IFACE_FLAG_ATOMIC_DEVICE;
+        attr->cap.atomic64.op_flags   = UCS_BIT(UCT_ATOMIC_OP_ADD);
+        attr->cap.atomic64.fop_flags  = UCS_BIT(UCT_ATOMIC_OP_ADD) |
+                                        UCS_BIT(UCT_ATOMIC_OP_CSWAP);
+    }
+
+    attr->device_addr_len  = uct_rc_gdr_dev_addr_size();
+    attr->iface_addr_len   = 0;
+    attr->ep_addr_len      = uct_rc_gdr_ep_addr_size();
+    attr->max_conn_priv    = 0;
+    attr->dev_num_paths    = 1;
+    attr->overhead         = 75e-9;
+    attr->latency          = ucs_linear_func_make(700e-9, 1e-9);
+    attr->bandwidth.dedicated = uct_rc_gdr_iface_port_bandwidth(
+                                        &iface->port_attr);
+    attr->bandwidth.shared = 0;
+    attr->priority         = 0;
+    return UCS_OK;
+}
+
+
+static ucs_status_t
+uct_rc_gdr_iface_get_device_address(uct_iface_h tl_iface,
+                                    uct_device_addr_t *addr)
+{
+    uct_rc_gdr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_gdr_iface_t);
+    uct_rc_gdr_dev_addr_t dev_addr;
+
+    dev_addr.is_roce = iface->is_roce;
+    dev_addr.lid     = iface->port_attr.lid;
+    memcpy(dev_addr.gid, iface->gid.raw, sizeof(dev_addr.gid));
+    uct_rc_gdr_dev_addr_pack(&dev_addr, addr);
+    return UCS_OK;
+}
+
+
+static int uct_rc_gdr_iface_is_reachable(const uct_iface_h tl_iface,
+                                         const uct_device_addr_t *dev_addr,
+                                         const uct_iface_addr_t *iface_addr)
+{
+    uct_rc_gdr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_gdr_iface_t);
+    uct_rc_gdr_dev_addr_t remote;
+
+    if ((dev_addr == NULL) ||
+        (uct_rc_gdr_dev_addr_unpack(dev_addr, uct_rc_gdr_dev_addr_size(),
+                                    &remote) != UCS_OK)) {
+        return 0;
+    }
+
+    /* RoCE reaches by GID (routable); InfiniBand needs the same subnet. */
+    if (remote.is_roce != iface->is_roce) {
+        return 0;
+    }
+
+    return iface->is_roce ||
+           !memcmp(remote.gid, iface->gid.raw, 8 /* subnet prefix */);
+}
+
+
+uct_rc_gdr_op_t *uct_rc_gdr_iface_get_op(uct_rc_gdr_iface_t *iface)
+{
+    uct_rc_gdr_op_t *op = ucs_mpool_get_inline(&iface->op_mp);
+
+    if (op != NULL) {
+        op->comp = NULL;
+        op->buf  = NULL;
+    }
+    return op;
+}
+
+
+static uct_rc_gdr_ep_t *uct_rc_gdr_iface_lookup_ep(uct_rc_gdr_iface_t *iface,
+                                                  uint32_t qp_num)
+{
+    khiter_t iter = kh_get(uct_rc_gdr_qpn, &iface->eps_by_qpn, qp_num);
+
+    return (iter == kh_end(&iface->eps_by_qpn)) ? NULL :
+           kh_value(&iface->eps_by_qpn, iter);
+}
+
+
+static unsigned uct_rc_gdr_iface_post_recvs(uct_rc_gdr_iface_t *iface)
+{
+    struct ibv_recv_wr wr, *bad_wr;
+    struct ibv_sge sge;
+    uct_rc_gdr_buf_t *buf;
+    unsigned count = 0;
+    int ret;
+
+    while (iface->rx_posted < iface->config.rx_queue_len) {
+        buf = ucs_mpool_get_inline(&iface->rx_mp);
+        if (buf == NULL) {
+            break;
+        }
+
+        sge.addr   = (uintptr_t)(buf + 1);
+        sge.length = iface->config.seg_size;
+        sge.lkey   = buf->lkey;
+        wr.wr_id   = (uintptr_t)buf;
+        wr.next    = NULL;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+
+        ret = ibv_post_srq_recv(iface->srq, &wr, &bad_wr);
+        if (ret != 0) {
+            ucs_error("rc_gdr: ibv_post_srq_recv() failed: %s", strerror(ret));
+            ucs_mpool_put_inline(buf);
+            break;
+        }
+
+        ++iface->rx_posted;
+        ++count;
+    }
+
+    return count;
+}
+
+
+static void uct_rc_gdr_iface_handle_recv(uct_rc_gdr_iface_t *iface,
+                                         struct ibv_wc *wc)
+{
+    uct_rc_gdr_buf_t *buf = (uct_rc_gdr_buf_t*)wc->wr_id;
+    uct_rc_gdr_ep_t *ep;
+    uint32_t imm;
+
+    --iface->rx_posted;
+
+    if (wc->status != IBV_WC_SUCCESS) {
+        if (wc->status != IBV_WC_WR_FLUSH_ERR) {
+            ucs_error("rc_gdr: receive completion with error: %s",
+                      ibv_wc_status_str(wc->status));
+        }
+        goto out;
+    }
+
+    if (!(wc->wc_flags & IBV_WC_WITH_IMM)) {
+        ucs_error("rc_gdr: received a message without immediate data from "
+                  "QP 0x%x: dropped", wc->qp_num);
+        goto out;
+    }
+
+    ++iface->stats.rx_msgs;
+    imm = ntohl(wc->imm_data);
+    ep  = uct_rc_gdr_iface_lookup_ep(iface, wc->qp_num);
+    if (ep != NULL) {
+        uct_rc_gdr_ep_recv_credits(ep, (imm >> UCT_RC_GDR_IMM_CREDITS_SHIFT) &
+                                       UCT_RC_GDR_IMM_CREDITS_MAX);
+    }
+
+    if (imm & UCT_RC_GDR_IMM_CREDIT_ONLY) {
+        goto out;
+    }
+
+    uct_iface_invoke_am(&iface->super, imm & UCT_RC_GDR_IMM_AM_ID_MASK,
+                        buf + 1, wc->byte_len, 0);
+
+    if (ep != NULL) {
+        ++ep->fc_to_return;
+        uct_rc_gdr_ep_grant_credits(ep);
+    }
+
+out:
+    ucs_mpool_put_inline(buf);
+}
+
+
+static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
+{
+    uct_rc_gdr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_gdr_iface_t);
+    struct ibv_wc wcs[UCT_RC_GDR_POLL_BATCH];
+    uct_rc_gdr_ep_t *ep, *tmp;
+    unsigned count = 0;
+    int i, num_wcs;
+
+    num_wcs = ibv_poll_cq(iface->send_cq, UCT_RC_GDR_POLL_BATCH, wcs);
+    for (i = 0; i < num_wcs; ++i) {
+        ++iface->tx_cq_avail;
+        ep = uct_rc_gdr_iface_lookup_ep(iface, wcs[i].qp_num);
+        if (ep == NULL) {
+            ucs_error("rc_gdr: send completion for unknown QP 0x%x",
+                      wcs[i].qp_num);
+            continue;
+        }
+        uct_rc_gdr_ep_send_completion(ep, &wcs[i]);
+    }
+    count += ucs_max(num_wcs, 0);
+
+    num_wcs = ibv_poll_cq(iface->recv_cq, UCT_RC_GDR_POLL_BATCH, wcs);
+    for (i = 0; i < num_wcs; ++i) {
+        uct_rc_gdr_iface_handle_recv(iface, &wcs[i]);
+    }
+    if (num_wcs > 0) {
+        count += num_wcs;
+        uct_rc_gdr_iface_post_recvs(iface);
+    }
+
+    if (count > 0) {
+        ucs_list_for_each_safe(ep, tmp, &iface->eps, list) {
+            uct_rc_gdr_ep_dispatch_pending(ep);
+        }
+    }
+
+    return count;
+}
+
+
+static ucs_status_t uct_rc_gdr_iface_flush(uct_iface_h tl_iface, unsigned flags,
+                                           uct_completion_t *comp)
+{
+    uct_rc_gdr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_gdr_iface_t);
+    ucs_status_t status       = UCS_OK;
+    uct_rc_gdr_ep_t *ep;
+
+    if (comp != NULL) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if (uct_rc_gdr_ep_flush(&ep->super.super, flags, NULL) ==
+            UCS_INPROGRESS) {
+            status = UCS_INPROGRESS;
+        }
+    }
+
+    return status;
+}
+
+
+static ucs_status_t uct_rc_gdr_iface_fence(uct_iface_h tl_iface,
+                                           unsigned flags)
+{
+    uct_rc_gdr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_gdr_iface_t);
+    uct_rc_gdr_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->eps, list) {
+        uct_rc_gdr_ep_fence(&ep->super.super, flags);
+    }
+    return UCS_OK;
+}
+
+
+static void uct_rc_gdr_iface_buf_init(uct_iface_h tl_iface, void *obj,
+                                      uct_mem_h memh)
+{
+    uct_rc_gdr_buf_t *buf = obj;
+
+    buf->lkey   = uct_rc_gdr_memh_lkey(memh);
+    buf->length = 0;
+}
+
+
+static ucs_status_t uct_rc_gdr_iface_parse_device(const char *dev_name,
+                                                  const char *md_name,
+                                                  uint8_t *port_num_p)
+{
+    size_t md_len = strlen(md_name);
+    char *end;
+    unsigned long port;
+
+    if (strncmp(dev_name, md_name, md_len) || (dev_name[md_len] != ':')) {
+        ucs_error("rc_gdr: device '%s' does not belong to '%s'", dev_name,
+                  md_name);
+        return UCS_ERR_NO_DEVICE;
+    }
+
+    port = strtoul(dev_name + md_len + 1, &end, 10);
+    if ((*end != '\0') || (port == 0) || (port > UINT8_MAX)) {
+        ucs_error("rc_gdr: bad port in device name '%s'", dev_name);
+        return UCS_ERR_NO_DEVICE;
+    }
+
+    *port_num_p = port;
+    return UCS_OK;
+}
+
+
+/* The transport timeout exponent: (retry+1) tries of 4.096us * 2^exp each
+ * should add up to the configured failure timeout. */
+static uint8_t uct_rc_gdr_iface_timeout_exp(double failure_timeout,
+                                            unsigned retry_count)
+{
+    double per_try = failure_timeout / (retry_count + 1);
+    double exp     = log2(per_try / 4.096e-6);
+
+    /* Rounded down: the configured time is an upper bound. */
+    return (uint8_t)ucs_max(1, ucs_min(31, (int)floor(exp)));
+}
+
+
+static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
+                           uct_worker_h worker,
+                           const uct_iface_params_t *params,
+                           const uct_iface_config_t *tl_config)
+{
+    const uct_rc_gdr_iface_config_t *config =
+            ucs_derived_of(tl_config, uct_rc_gdr_iface_config_t);
+    uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
+    struct ibv_srq_init_attr srq_attr;
+    ucs_status_t status;
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_rc_gdr_iface_ops,
+                              &uct_rc_gdr_iface_internal_ops, tl_md, worker,
+                              params, tl_config
+                              UCS_STATS_ARG(params->stats_root)
+                              UCS_STATS_ARG(UCT_RC_GDR_TL_NAME));
+
+    if (!(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
+        ucs_error("rc_gdr: only device open mode is supported");
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    if ((config->retry_count > 7) || (config->fc_wnd_size == 0) ||
+        (config->fc_wnd_size > UCT_RC_GDR_IMM_CREDITS_MAX) ||
+        (config->tx_queue_len == 0) || (config->rx_queue_len == 0) ||
+        (config->seg_size <= UCT_RC_GDR_AM_MAX_HDR) ||
+        (config->max_rd_atomic == 0) || (config->failure_timeout <= 0)) {
+        ucs_error("rc_gdr: invalid configuration: RETRY_COUNT must be 0..7, "
+                  "FC_WND_SIZE 1..65535, TX/RX_QUEUE_LEN and MAX_RD_ATOMIC "
+                  "> 0, SEG_SIZE > %d, FAILURE_TIMEOUT > 0",
+                  UCT_RC_GDR_AM_MAX_HDR);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    status = uct_rc_gdr_iface_parse_device(params->mode.device.dev_name,
+                                           md->name, &self->port_num);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if (ibv_query_port(md->ibv_ctx, self->port_num, &self->port_attr) != 0) {
+        ucs_error("rc_gdr: ibv_query_port(%s) failed: %m",
+                  params->mode.device.dev_name);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    self->is_roce   = (self->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET);
+    self->gid_index = config->gid_index;
+    if (ibv_query_gid(md->ibv_ctx, self->port_num, self->gid_index,
+                      &self->gid) != 0) {
+        ucs_error("rc_gdr: ibv_query_gid(%s, index %u) failed: %m",
+                  params->mode.device.dev_name, self->gid_index);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    self->config.tx_queue_len  = config->tx_queue_len;
+    self->config.rx_queue_len  = config->rx_queue_len;
+    self->config.fc_wnd_size   = config->fc_wnd_size;
+    self->config.seg_size      = config->seg_size;
+    self->config.max_inline    = config->max_inline;
+    self->config.max_send_sge  = ucs_min((unsigned)md->dev_attr.max_sge,
+                                         (unsigned)UCT_RC_GDR_MAX_IOV);
+    self->config.max_rd_atomic = ucs_min(config->max_rd_atomic,
+                                         (unsigned)
+                                         md->dev_attr.max_qp_init_rd_atom);
+    self->config.retry_count   = config->retry_count;
+    self->config.timeout_exp   = uct_rc_gdr_iface_timeout_exp(
+                                         config->failure_timeout,
+                                         config->retry_count);
+    self->config.atomic        = (md->dev_attr.atomic_cap != IBV_ATOMIC_NONE);
+    self->tx_cq_avail          = config->tx_cq_len;
+    self->rx_posted            = 0;
+    memset(&self->stats, 0, sizeof(self->stats));
+    ucs_list_head_init(&self->eps);
+    ucs_list_head_init(&self->zombies);
+    kh_init_inplace(uct_rc_gdr_qpn, &self->eps_by_qpn);
+
+    self->send_cq = ibv_create_cq(md->ibv_ctx, config->tx_cq_len, NULL, NULL,
+                                  0);
+    if (self->send_cq == NULL) {
+        ucs_error("rc_gdr: ibv_create_cq(%u) failed: %m", config->tx_cq_len);
+        status = UCS_ERR_IO_ERROR;
+        goto err_destroy_hash;
+    }
+
+    self->recv_cq = ibv_create_cq(md->ibv_ctx, config->rx_queue_len, NULL,
+                                  NULL, 0);
+    if (self->recv_cq == NULL) {
+        ucs_error("rc_gdr: ibv_create_cq(%u) failed: %m",
+                  config->rx_queue_len);
+        status = UCS_ERR_IO_ERROR;
+        goto err_destroy_send_cq;
+    }
+
+    memset(&srq_attr, 0, sizeof(srq_attr));
+    srq_attr.attr.max_wr  = config->rx_queue_len;
+    srq_attr.attr.max_sge = 1;
+    self->srq = ibv_create_srq(md->pd, &srq_attr);
+    if (self->srq == NULL) {
+        ucs_error("rc_gdr: ibv_create_srq(%u) failed: %m",
+                  config->rx_queue_len);
+        status = UCS_ERR_IO_ERROR;
+        goto err_destroy_recv_cq;
+    }
+
+    status = uct_iface_mpool_init(&self->super, &self->tx_mp,
+                                  sizeof(uct_rc_gdr_buf_t) + config->seg_size,
+                                  sizeof(uct_rc_gdr_buf_t), UCS_SYS_CACHE_LINE_SIZE,
+                                  &config->tx_mp, config->tx_queue_len,
+                                  uct_rc_gdr_iface_buf_init, "rc_gdr_tx");
+    if (status != UCS_OK) {
+        goto err_destroy_srq;
+    }
+
+    status = uct_iface_mpool_init(&self->super, &self->rx_mp,
+                                  sizeof(uct_rc_gdr_buf_t) + config->seg_size,
+                                  sizeof(uct_rc_gdr_buf_t), UCS_SYS_CACHE_LINE_SIZE,
+                                  &config->tx_mp, config->rx_queue_len,
+                                  uct_rc_gdr_iface_buf_init, "rc_gdr_rx");
+    if (status != UCS_OK) {
+        goto err_cleanup_tx_mp;
+    }
+
+    status = ucs_mpool_init(&self->op_mp, 0, sizeof(uct_rc_gdr_op_t), 0,
+                            UCS_SYS_CACHE_LINE_SIZE, 256, UINT_MAX,
+                            &uct_rc_gdr_op_mpool_ops, "rc_gdr_ops");
+    if (status != UCS_OK) {
+        goto err_cleanup_rx_mp;
+    }
+
+    if (uct_rc_gdr_iface_post_recvs(self) == 0) {
+        ucs_error("rc_gdr: could not post any receive buffer");
+        status = UCS_ERR_NO_MEMORY;
+        goto err_cleanup_op_mp;
+    }
+
+    ucs_debug("rc_gdr: iface %p on %s: timeout 4.096us*2^%u x %u tries, "
+              "fc window %u, %u receives", self, params->mode.device.dev_name,
+              self->config.timeout_exp, self->config.retry_count + 1,
+              self->config.fc_wnd_size, self->rx_posted);
+    return UCS_OK;
+
+err_cleanup_op_mp:
+    ucs_mpool_cleanup(&self->op_mp, 0);
+err_cleanup_rx_mp:
+    ucs_mpool_cleanup(&self->rx_mp, 0);
+err_cleanup_tx_mp:
+    ucs_mpool_cleanup(&self->tx_mp, 0);
+err_destroy_srq:
+    ibv_destroy_srq(self->srq);
+err_destroy_recv_cq:
+    ibv_destroy_cq(self->recv_cq);
+err_destroy_send_cq:
+    ibv_destroy_cq(self->send_cq);
+err_destroy_hash:
+    kh_destroy_inplace(uct_rc_gdr_qpn, &self->eps_by_qpn);
+    return status;
+}
+
+
+static UCS_CLASS_CLEANUP_FUNC(uct_rc_gdr_iface_t)
+{
+    uct_rc_gdr_ep_t *ep, *tmp;
+
+    uct_base_iface_progress_disable(&self->super.super,
+                                    UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+
+    /* Users destroy their endpoints first; what is left is a zombie whose
+     * completions will never come once its QP is gone. */
+    ucs_list_for_each_safe(ep, tmp, &self->zombies, list) {
+        uct_rc_gdr_ep_free_zombie(ep);
+    }
+    if (!ucs_list_is_empty(&self->eps)) {
+        ucs_warn("rc_gdr: iface %p closed with %zu endpoints still open",
+                 self, ucs_list_length(&self->eps));
+    }
+
+    ibv_destroy_srq(self->srq);
+    ibv_destroy_cq(self->recv_cq);
+    ibv_destroy_cq(self->send_cq);
+    ucs_mpool_cleanup(&self->op_mp, 1);
+    ucs_mpool_cleanup(&self->rx_mp, 0); /* posted receives die with the SRQ */
+    ucs_mpool_cleanup(&self->tx_mp, 1);
+    kh_destroy_inplace(uct_rc_gdr_qpn, &self->eps_by_qpn);
+}
+
+
+UCS_CLASS_DEFINE(uct_rc_gdr_iface_t, uct_base_iface_t);
+UCS_CLASS_DEFINE_NEW_FUNC(uct_rc_gdr_iface_t, uct_iface_t, uct_md_h,
+                          uct_worker_h, const uct_iface_params_t*,
+                          const uct_iface_config_t*);
+static UCS_CLASS_DEFINE_DELETE_FUNC(uct_rc_gdr_iface_t, uct_iface_t);
+
+
+static uct_iface_ops_t uct_rc_gdr_iface_ops = {
+    .ep_put_short             = uct_rc_gdr_ep_put_short,
+    .ep_put_bcopy             = uct_rc_gdr_ep_put_bcopy,
+    .ep_put_zcopy             = uct_rc_gdr_ep_put_zcopy,
+    .ep_get_bcopy             = uct_rc_gdr_ep_get_bcopy,
+    .ep_get_zcopy             = uct_rc_gdr_ep_get_zcopy,
+    .ep_am_short              = uct_rc_gdr_ep_am_short,
+    .ep_am_short_iov          = uct_base_ep_am_short_iov,
+    .ep_am_bcopy              = uct_rc_gdr_ep_am_bcopy,
+    .ep_am_zcopy              = uct_rc_gdr_ep_am_zcopy,
+    .ep_atomic_cswap64        = uct_rc_gdr_ep_atomic_cswap64,
+    .ep_atomic64_post         = uct_rc_gdr_ep_atomic64_post,
+    .ep_atomic64_fetch        = uct_rc_gdr_ep_atomic64_fetch,
+    .ep_atomic_cswap32        = (uct_ep_atomic_cswap32_func_t)
+                                    ucs_empty_function_return_unsupported,
+    .ep_atomic32_post         = (uct_ep_atomic32_post_func_t)
+                                    ucs_empty_function_return_unsupported,
+    .ep_atomic32_fetch        = (uct_ep_atomic32_fetch_func_t)
+                                    ucs_empty_function_return_unsupported,
+    .ep_pending_add           = uct_rc_gdr_ep_pending_add,
+    .ep_pending_purge         = uct_rc_gdr_ep_pending_purge,
+    .ep_flush                 = uct_rc_gdr_ep_flush,
+    .ep_fence                 = uct_rc_gdr_ep_fence,
+    .ep_check                 = uct_rc_gdr_ep_check,
+    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_rc_gdr_ep_t),
+    .ep_destroy               = uct_rc_gdr_ep_destroy,
+    .ep_get_address           = uct_rc_gdr_ep_get_address,
+    .ep_connect_to_ep         = uct_rc_gdr_ep_connect_to_ep,
+    .iface_flush              = uct_rc_gdr_iface_flush,
+    .iface_fence              = uct_rc_gdr_iface_fence,
+    .iface_progress_enable    = uct_base_iface_progress_enable,
+    .iface_progress_disable   = uct_base_iface_progress_disable,
+    .iface_progress           = uct_rc_gdr_iface_progress,
+    .iface_event_fd_get       = (uct_iface_event_fd_get_func_t)
+                                    ucs_empty_function_return_unsupported,
+    .iface_event_arm          = (uct_iface_event_arm_func_t)
+                                    ucs_empty_function_return_unsupported,
+    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_rc_gdr_iface_t),
+    .iface_query              = uct_rc_gdr_iface_query,
+    .iface_get_device_address = uct_rc_gdr_iface_get_device_address,
+    .iface_get_address        = (uct_iface_get_address_func_t)
+                                    ucs_empty_function_return_success,
+    .iface_is_reachable       = uct_rc_gdr_iface_is_reachable
+};
+
+
+static uct_iface_internal_ops_t uct_rc_gdr_iface_internal_ops =
+    UCT_RC_GDR_IFACE_INTERNAL_OPS_INITIALIZER(uct_rc_gdr);
+
+
+ucs_status_t uct_rc_gdr_iface_query_devices(uct_md_h tl_md,
+                                            uct_tl_device_resource_t **devices_p,
+                                            unsigned *num_devices_p)
+{
+    uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
+    uct_tl_device_resource_t *devices;
+    struct ibv_port_attr port_attr;
+    unsigned num_devices = 0;
+    uint8_t port;
+
+    devices = ucs_calloc(md->dev_attr.phys_port_cnt, sizeof(*devices),
+                         "rc_gdr_devices");
+    if (devices == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    for (port = 1; port <= md->dev_attr.phys_port_cnt; ++port) {
+        if (ibv_query_port(md->ibv_ctx, port, &port_attr) != 0) {
+            ucs_debug("rc_gdr: ibv_query_port(%s:%u) failed: %m", md->name,
+                      port);
+            continue;
+        }
+
+        if (port_attr.state != IBV_PORT_ACTIVE) {
+            ucs_debug("rc_gdr: %s:%u is %s, not used", md->name, port,
+                      ibv_port_state_str(port_attr.state));
+            continue;
+        }
+
+        ucs_snprintf_zero(devices[num_devices].name,
+                          sizeof(devices[num_devices].name), "%s:%u",
+                          md->name, port);
+        devices[num_devices].type       = UCT_DEVICE_TYPE_NET;
+        devices[num_devices].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
+        ++num_devices;
+    }
+
+    *devices_p     = devices;
+    *num_devices_p = num_devices;
+    return UCS_OK;
+}

@@ -1,1 +1,144 @@
-/* placeholder */
+/*
+ * rc_gdr interface: one verbs port, one send CQ, one receive CQ, one SRQ.
+ *
+ * Every send work request is signaled and owns an operation descriptor
+ * (uct_rc_gdr_op_t) queued on its endpoint in posting order; RC completes
+ * a QP's sends in order, so the head of that queue is always the next
+ * completion, and a flush is an operation without a work request that
+ * completes when it reaches the head.
+ */
+
+#ifndef UCT_RC_GDR_IFACE_H_
+#define UCT_RC_GDR_IFACE_H_
+
+#include "rc_gdr_md.h"
+
+#include <ucs/datastruct/khash.h>
+#include <ucs/datastruct/list.h>
+#include <ucs/datastruct/mpool.h>
+#include <ucs/datastruct/queue.h>
+#include <ucs/type/class.h>
+
+
+#define UCT_RC_GDR_TL_NAME        "rc_gdr"
+#define UCT_RC_GDR_MAX_IOV        8
+#define UCT_RC_GDR_AM_MAX_HDR     128
+#define UCT_RC_GDR_AM_ID_BITS     5
+
+
+typedef struct uct_rc_gdr_ep uct_rc_gdr_ep_t;
+
+
+typedef struct uct_rc_gdr_iface_config {
+    uct_iface_config_t        super;
+    unsigned                  tx_queue_len;
+    unsigned                  tx_cq_len;
+    unsigned                  rx_queue_len;
+    unsigned                  fc_wnd_size;
+    size_t                    seg_size;
+    size_t                    max_inline;
+    double                    failure_timeout;
+    unsigned                  retry_count;
+    unsigned                  max_rd_atomic;
+    unsigned                  gid_index;
+    uct_iface_mpool_config_t  tx_mp;
+} uct_rc_gdr_iface_config_t;
+
+
+/* A registered buffer of seg_size bytes (bcopy, AM, atomic results). */
+typedef struct uct_rc_gdr_buf {
+    uint32_t                  lkey;
+    uint32_t                  length;
+    ucs_queue_elem_t          queue;      /* on an ep's held receives */
+} uct_rc_gdr_buf_t;
+
+
+typedef enum {
+    UCT_RC_GDR_OP_SEND,       /* put/am/credit: nothing to do but complete */
+    UCT_RC_GDR_OP_GET_BCOPY,  /* unpack the buffer into the user's */
+    UCT_RC_GDR_OP_ATOMIC,     /* copy the fetched value to the user */
+    UCT_RC_GDR_OP_FLUSH       /* no work request: completes at the head */
+} uct_rc_gdr_op_type_t;
+
+
+/* One signaled work request, or one flush waiting for those before it. */
+typedef struct uct_rc_gdr_op {
+    ucs_queue_elem_t          queue;      /* in ep->outstanding */
+    uct_rc_gdr_op_type_t      type;
+    uct_completion_t          *comp;      /* the user's, may be NULL */
+    uct_rc_gdr_buf_t          *buf;       /* released at completion */
+    union {
+        struct {
+            uct_unpack_callback_t cb;
+            void                  *arg;
+            size_t                length;
+        } get_bcopy;
+        struct {
+            void                  *result;
+            size_t                size;
+        } atomic;
+    };
+} uct_rc_gdr_op_t;
+
+
+KHASH_MAP_INIT_INT(uct_rc_gdr_qpn, uct_rc_gdr_ep_t*);
+
+
+typedef struct uct_rc_gdr_iface {
+    uct_base_iface_t          super;
+    uint8_t                   port_num;
+    struct ibv_port_attr      port_attr;
+    uint8_t                   gid_index;
+    union ibv_gid             gid;
+    int                       is_roce;
+    struct ibv_cq             *send_cq;
+    struct ibv_cq             *recv_cq;
+    struct ibv_srq            *srq;
+    ucs_mpool_t               tx_mp;      /* uct_rc_gdr_buf_t + seg_size */
+    ucs_mpool_t               rx_mp;      /* uct_rc_gdr_buf_t + seg_size */
+    ucs_mpool_t               op_mp;      /* uct_rc_gdr_op_t */
+    khash_t(uct_rc_gdr_qpn)   eps_by_qpn;
+    ucs_list_link_t           eps;        /* every live endpoint */
+    ucs_list_link_t           zombies;    /* destroyed, completions due */
+    unsigned                  tx_cq_avail;
+    unsigned                  rx_posted;
+    struct {
+        unsigned              tx_queue_len;
+        unsigned              rx_queue_len;
+        unsigned              fc_wnd_size;
+        size_t                seg_size;
+        size_t                max_inline;
+        unsigned              max_send_sge;
+        unsigned              max_rd_atomic;
+        uint8_t               timeout_exp;   /* 4.096 us * 2^exp per try */
+        uint8_t               retry_count;
+        uint8_t               atomic;        /* device 64-bit atomics */
+    } config;
+    struct {
+        uint64_t              tx_wrs;        /* work requests posted */
+        uint64_t              rx_msgs;       /* messages received */
+        uint64_t              credit_grants; /* explicit credit messages */
+    } stats;
+} uct_rc_gdr_iface_t;
+
+
+UCS_CLASS_DECLARE_NEW_FUNC(uct_rc_gdr_iface_t, uct_iface_t, uct_md_h,
+                           uct_worker_h, const uct_iface_params_t*,
+                           const uct_iface_config_t*);
+
+ucs_status_t uct_rc_gdr_iface_query_devices(uct_md_h md,
+                                            uct_tl_device_resource_t **devices_p,
+                                            unsigned *num_devices_p);
+
+/* Defined in rc_gdr_ep.c, called from the iface progress. */
+void uct_rc_gdr_ep_send_completion(uct_rc_gdr_ep_t *ep, struct ibv_wc *wc);
+void uct_rc_gdr_ep_recv_credits(uct_rc_gdr_ep_t *ep, unsigned credits);
+void uct_rc_gdr_ep_dispatch_pending(uct_rc_gdr_ep_t *ep);
+void uct_rc_gdr_ep_grant_credits(uct_rc_gdr_ep_t *ep);
+void uct_rc_gdr_ep_free_zombie(uct_rc_gdr_ep_t *ep);
+
+uct_rc_gdr_op_t *uct_rc_gdr_iface_get_op(uct_rc_gdr_iface_t *iface);
+
+extern ucs_config_field_t uct_rc_gdr_iface_config_table[];
+
+#endif

@@ -1,1 +1,78 @@
-/* placeholder */
+/*
+ * rc_gdr memory domain: one per verbs device. Registers host memory (and,
+ * through the gate, CUDA memory) behind the registration cache.
+ */
+
+#ifndef UCT_RC_GDR_MD_H_
+#define UCT_RC_GDR_MD_H_
+
+#include "rc_gdr_glue.h"
+#include "rc_gdr_rcache.h"
+
+#include <infiniband/verbs.h>
+
+
+#define UCT_RC_GDR_COMPONENT_NAME "rc_gdr"
+#define UCT_RC_GDR_CONFIG_PREFIX  "RC_GDR_"
+
+
+typedef struct uct_rc_gdr_md_config {
+    uct_md_config_t super;
+} uct_rc_gdr_md_config_t;
+
+
+/* What the cache keeps per region, after the region header. */
+typedef struct uct_rc_gdr_mr {
+    struct ibv_mr *mr;          /* NULL: a bounce registration, no NIC key */
+    uint8_t       rkey_flags;   /* UCT_RC_GDR_RKEY_FLAG_xx for mkey_pack */
+} uct_rc_gdr_mr_t;
+
+
+typedef struct uct_rc_gdr_md {
+    uct_md_t                  super;
+    struct ibv_context        *ibv_ctx;
+    struct ibv_pd             *pd;
+    struct ibv_device_attr    dev_attr;
+    char                      name[UCT_MD_NAME_MAX];
+    uct_rc_gdr_rcache_t       *rcache;
+    int                       mr_access;   /* ibv_access_flags of every MR */
+} uct_rc_gdr_md_t;
+
+
+extern uct_component_t uct_rc_gdr_component;
+
+
+/* The memh handed to UCT users is the cache region. */
+static inline uct_rc_gdr_mr_t *uct_rc_gdr_memh_mr(uct_mem_h memh)
+{
+    return (uct_rc_gdr_mr_t*)uct_rc_gdr_rcache_region_priv(
+            (uct_rc_gdr_rcache_region_t*)memh);
+}
+
+
+static inline uint32_t uct_rc_gdr_memh_lkey(uct_mem_h memh)
+{
+    struct ibv_mr *mr = uct_rc_gdr_memh_mr(memh)->mr;
+
+    return (mr == NULL) ? 0 : mr->lkey;
+}
+
+
+ucs_status_t uct_rc_gdr_md_query_resources(uct_component_t *component,
+                                           uct_md_resource_desc_t **resources_p,
+                                           unsigned *num_resources_p);
+
+ucs_status_t uct_rc_gdr_md_open(uct_component_t *component,
+                                const char *md_name,
+                                const uct_md_config_t *config,
+                                uct_md_h *md_p);
+
+ucs_status_t uct_rc_gdr_md_rkey_unpack(UCT_RC_GDR_RKEY_UNPACK_ARGS);
+
+/* Registers a buffer the transport itself owns (bounce buffers, staging). */
+ucs_status_t uct_rc_gdr_md_reg_internal(uct_rc_gdr_md_t *md, void *address,
+                                        size_t length, struct ibv_mr **mr_p);
+
+extern ucs_config_field_t uct_rc_gdr_md_config_table[];
+
+#endif
