@@ -1,1 +1,520 @@
-int main(void) { return 0; }
+/**
+ * rc_gdr_info: print the GDR capability chain for every GPU x NIC pair, so
+ * "why is GDR off?" has an answer before any application runs.
+ *
+ *   rc_gdr_info [--json] [--require-gdr] [--sysfs ROOT]
+ *
+ * Exit status: 0; 1 for bad usage or configuration; 2 with --require-gdr
+ * when no pair can use GDR.
+ */
+
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include <uct/ib_gdr/rc_gdr_gate.h>
+#include <uct/ib_gdr/rc_gdr_topo.h>
+
+#include <ucs/sys/string.h>
+
+#include <infiniband/verbs.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+
+#define RC_GDR_INFO_NVIDIA_VENDOR  0x10de
+#define RC_GDR_INFO_MAX_GPUS       64
+#define RC_GDR_INFO_MAX_NICS       64
+
+#define RC_GDR_INFO_EXIT_USAGE     1
+#define RC_GDR_INFO_EXIT_NO_GDR    2
+
+
+typedef struct rc_gdr_info_gpu {
+    char                     name[16];     /* "GPU0", in PCI bus order */
+    char                     bdf[UCT_RC_GDR_BDF_MAX];
+    uct_rc_gdr_gate_gpu_t    facts;
+} rc_gdr_info_gpu_t;
+
+
+typedef struct rc_gdr_info_nic {
+    char                     name[64];
+    char                     port_state[64];
+    char                     peermem_source[256];
+    uct_rc_gdr_gate_nic_t    facts;
+} rc_gdr_info_nic_t;
+
+
+typedef struct rc_gdr_info {
+    const char               *sysfs_root;
+    int                      json;
+    int                      require_gdr;
+    uct_rc_gdr_gate_config_t config;
+    unsigned                 num_gpus;
+    rc_gdr_info_gpu_t        gpus[RC_GDR_INFO_MAX_GPUS];
+    unsigned                 num_nics;
+    rc_gdr_info_nic_t        nics[RC_GDR_INFO_MAX_NICS];
+    char                     no_gpu[384];  /* why no GPU is listed, or "" */
+    char                     no_nic[128];  /* why no NIC is listed, or "" */
+} rc_gdr_info_t;
+
+
+static void rc_gdr_info_usage(FILE *stream)
+{
+    fprintf(stream,
+            "Usage: rc_gdr_info [--json] [--require-gdr] [--sysfs ROOT]\n"
+            "Print, for every GPU x RDMA NIC pair, whether rc_gdr would use\n"
+            "GPUDirect RDMA or the host bounce lane, and the evidence.\n"
+            "  --json         one JSON document on stdout\n"
+            "  --require-gdr  as %s=gdr; exit %d when no pair has GDR\n"
+            "  --sysfs ROOT   read sysfs below ROOT (default /sys)\n"
+            "The %s* variables apply as they would in a UCX process.\n",
+            UCT_RC_GDR_KNOB_REQUIRE, RC_GDR_INFO_EXIT_NO_GDR,
+            "UCX_RC_GDR_");
+}
+
+static int rc_gdr_info_parse_args(int argc, char **argv, rc_gdr_info_t *info)
+{
+    static const struct option options[] = {
+        {"json",        no_argument,       NULL, 'j'},
+        {"require-gdr", no_argument,       NULL, 'r'},
+        {"sysfs",       required_argument, NULL, 's'},
+        {"help",        no_argument,       NULL, 'h'},
+        {NULL, 0, NULL, 0}
+    };
+    int c;
+
+    info->sysfs_root = "/sys";
+    while ((c = getopt_long(argc, argv, "jrs:h", options, NULL)) != -1) {
+        switch (c) {
+        case 'j':
+            info->json = 1;
+            break;
+        case 'r':
+            info->require_gdr = 1;
+            break;
+        case 's':
+            info->sysfs_root = optarg;
+            break;
+        case 'h':
+            rc_gdr_info_usage(stdout);
+            exit(0);
+        default:
+            rc_gdr_info_usage(stderr);
+            return -1;
+        }
+    }
+
+    if (optind < argc) {
+        fprintf(stderr, "rc_gdr_info: unexpected argument '%s'\n",
+                argv[optind]);
+        rc_gdr_info_usage(stderr);
+        return -1;
+    }
+
+    return 0;
+}
+
+/*
+ * The one place that will ask the CUDA driver (through the rc_gdr CUDA shim)
+ * for the GPU's attributes. Until it does, the attributes are unknown, and
+ * the chain says so rather than guessing.
+ */
+static void rc_gdr_info_fill_gpu_facts(rc_gdr_info_gpu_t *gpu)
+{
+    gpu->facts.name             = gpu->name;
+    gpu->facts.pci_bdf          = gpu->bdf;
+    gpu->facts.gdr_supported    = -1;
+    gpu->facts.dmabuf_supported = -1;
+    gpu->facts.query_error      = "CUDA driver not queried";
+}
+
+static unsigned rc_gdr_info_read_hex(const char *root, const char *bdf,
+                                     const char *attr)
+{
+    char path[PATH_MAX];
+    unsigned value = 0;
+    FILE *file;
+
+    snprintf(path, sizeof(path), "%s/bus/pci/devices/%s/%s", root, bdf, attr);
+    file = fopen(path, "r");
+    if (file != NULL) {
+        if (fscanf(file, "%x", &value) != 1) {
+            value = 0;
+        }
+        fclose(file);
+    }
+
+    return value;
+}
+
+static int rc_gdr_info_gpu_compare(const void *a, const void *b)
+{
+    return strcmp(((const rc_gdr_info_gpu_t*)a)->bdf,
+                  ((const rc_gdr_info_gpu_t*)b)->bdf);
+}
+
+/* NVIDIA functions of class 3D controller (0x0302xx) or VGA (0x0300xx) */
+static void rc_gdr_info_find_gpus(rc_gdr_info_t *info)
+{
+    char path[PATH_MAX];
+    struct dirent *entry;
+    unsigned pci_class, i;
+    DIR *dir;
+
+    snprintf(path, sizeof(path), "%s/bus/pci/devices", info->sysfs_root);
+    dir = opendir(path);
+    if (dir != NULL) {
+        while (((entry = readdir(dir)) != NULL) &&
+               (info->num_gpus < RC_GDR_INFO_MAX_GPUS)) {
+            if ((entry->d_name[0] == '.') ||
+                (rc_gdr_info_read_hex(info->sysfs_root, entry->d_name,
+                                      "vendor") !=
+                 RC_GDR_INFO_NVIDIA_VENDOR)) {
+                continue;
+            }
+
+            pci_class = rc_gdr_info_read_hex(info->sysfs_root, entry->d_name,
+                                             "class") >> 8;
+            if ((pci_class == 0x0302) || (pci_class == 0x0300)) {
+                ucs_strncpy_safe(info->gpus[info->num_gpus++].bdf,
+                                 entry->d_name, UCT_RC_GDR_BDF_MAX);
+            }
+        }
+        closedir(dir);
+    }
+
+    qsort(info->gpus, info->num_gpus, sizeof(info->gpus[0]),
+          rc_gdr_info_gpu_compare);
+    for (i = 0; i < info->num_gpus; ++i) {
+        snprintf(info->gpus[i].name, sizeof(info->gpus[i].name), "GPU%u", i);
+        rc_gdr_info_fill_gpu_facts(&info->gpus[i]);
+    }
+
+    if (info->num_gpus == 0) {
+        snprintf(info->no_gpu, sizeof(info->no_gpu),
+                 "no NVIDIA GPU found (no vendor 0x10de function of class "
+                 "0x0300xx/0x0302xx in %.256s/bus/pci/devices)",
+                 info->sysfs_root);
+    }
+}
+
+/* Module entries are hints only: the chain wants a real registration */
+static void rc_gdr_info_peermem_hints(const char *root, rc_gdr_info_nic_t *nic)
+{
+    static const char *entries[] = {
+        "module/nvidia_peermem", "module/nv_peer_mem",
+        "kernel/mm/memory_peers/nv_mem"
+    };
+    char path[PATH_MAX];
+    size_t i;
+
+    nic->facts.peermem_modules = 0;
+    snprintf(nic->peermem_source, sizeof(nic->peermem_source),
+             "%s/{module/nvidia_peermem,module/nv_peer_mem,"
+             "kernel/mm/memory_peers/nv_mem}", root);
+    for (i = 0; i < sizeof(entries) / sizeof(entries[0]); ++i) {
+        snprintf(path, sizeof(path), "%s/%s", root, entries[i]);
+        if (access(path, F_OK) == 0) {
+            nic->facts.peermem_modules = 1;
+            ucs_strncpy_safe(nic->peermem_source, path,
+                             sizeof(nic->peermem_source));
+            return;
+        }
+    }
+}
+
+/* DMA-BUF import with fd -1: EBADF means the provider got as far as the fd */
+static int rc_gdr_info_dmabuf_probe(struct ibv_context *context)
+{
+    struct ibv_mr *mr;
+    struct ibv_pd *pd;
+    int err;
+
+    pd = ibv_alloc_pd(context);
+    if (pd == NULL) {
+        return UCT_RC_GDR_GATE_NOT_PROBED;
+    }
+
+    errno = 0;
+    mr    = ibv_reg_dmabuf_mr(pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE);
+    err   = (mr == NULL) ? errno : 0;
+    if (mr != NULL) {
+        ibv_dereg_mr(mr);
+    }
+
+    ibv_dealloc_pd(pd);
+    return err;
+}
+
+static rc_gdr_info_nic_t *rc_gdr_info_nic_add(rc_gdr_info_t *info,
+                                              const char *name, uint8_t port)
+{
+    rc_gdr_info_nic_t *nic;
+
+    if (info->num_nics == RC_GDR_INFO_MAX_NICS) {
+        return NULL;
+    }
+
+    nic = &info->nics[info->num_nics++];
+    ucs_strncpy_safe(nic->name, name, sizeof(nic->name));
+    nic->facts.name          = nic->name;
+    nic->facts.port_num      = port;
+    nic->facts.port_active   = -1;
+    nic->facts.port_state    = nic->port_state;
+    nic->facts.dmabuf_errno  = UCT_RC_GDR_GATE_NOT_PROBED;
+    /* A test registration needs GPU memory: the CUDA shim's job */
+    nic->facts.peermem_errno = UCT_RC_GDR_GATE_NOT_PROBED;
+    rc_gdr_info_peermem_hints(info->sysfs_root, nic);
+    nic->facts.peermem_source = nic->peermem_source;
+    return nic;
+}
+
+static void rc_gdr_info_probe_device(rc_gdr_info_t *info,
+                                     struct ibv_device *device)
+{
+    const char *name = ibv_get_device_name(device);
+    struct ibv_device_attr dev_attr;
+    struct ibv_port_attr port_attr;
+    struct ibv_context *context;
+    rc_gdr_info_nic_t *nic;
+    int dmabuf_errno, ret;
+    uint8_t port;
+
+    context = ibv_open_device(device);
+    if (context == NULL) {
+        nic = rc_gdr_info_nic_add(info, name, 1);
+        if (nic != NULL) {
+            snprintf(nic->port_state, sizeof(nic->port_state),
+                     "device open failed: %s", strerror(errno));
+        }
+        return;
+    }
+
+    ret = ibv_query_device(context, &dev_attr);
+    if (ret != 0) {
+        dev_attr.phys_port_cnt = 1;
+    }
+
+    dmabuf_errno = rc_gdr_info_dmabuf_probe(context);
+    for (port = 1; port <= dev_attr.phys_port_cnt; ++port) {
+        nic = rc_gdr_info_nic_add(info, name, port);
+        if (nic == NULL) {
+            break;
+        }
+
+        nic->facts.dmabuf_errno = dmabuf_errno;
+        ret = ibv_query_port(context, port, &port_attr);
+        if (ret != 0) {
+            snprintf(nic->port_state, sizeof(nic->port_state),
+                     "query failed: %s", strerror(ret));
+            continue;
+        }
+
+        nic->facts.port_active = (port_attr.state == IBV_PORT_ACTIVE);
+        ucs_strncpy_safe(nic->port_state, ibv_port_state_str(port_attr.state),
+                         sizeof(nic->port_state));
+    }
+
+    ibv_close_device(context);
+}
+
+static void rc_gdr_info_find_nics(rc_gdr_info_t *info)
+{
+    struct ibv_device **devices;
+    int i, num_devices = 0;
+
+    errno   = 0;
+    devices = ibv_get_device_list(&num_devices);
+    if ((devices == NULL) || (num_devices == 0)) {
+        snprintf(info->no_nic, sizeof(info->no_nic),
+                 "no verbs device found (ibv_get_device_list: %s)",
+                 (devices == NULL) ? strerror(errno) : "empty list");
+        if (devices != NULL) {
+            ibv_free_device_list(devices);
+        }
+        return;
+    }
+
+    for (i = 0; i < num_devices; ++i) {
+        rc_gdr_info_probe_device(info, devices[i]);
+    }
+
+    ibv_free_device_list(devices);
+}
+
+static int rc_gdr_info_has_gdr(const uct_rc_gdr_gate_result_t *result)
+{
+    uct_rc_gdr_dir_t dir;
+
+    if (result->status != UCS_OK) {
+        return 0;
+    }
+
+    for (dir = 0; dir < UCT_RC_GDR_DIR_LAST; ++dir) {
+        if (result->why[dir] < 0) {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
+{
+    unsigned i;
+
+    if (info->json) {
+        printf("{\"sysfs_root\": ");
+        uct_rc_gdr_gate_print_json_string(stdout, info->sysfs_root);
+        printf(", \"require_gdr\": %s, \"gpus\": [",
+               info->require_gdr ? "true" : "false");
+        for (i = 0; i < info->num_gpus; ++i) {
+            printf("%s{\"name\": \"%s\", \"bdf\": ", (i > 0) ? ", " : "",
+                   info->gpus[i].name);
+            uct_rc_gdr_gate_print_json_string(stdout, info->gpus[i].bdf);
+            printf("}");
+        }
+        printf("], \"nics\": [");
+        for (i = 0; i < info->num_nics; ++i) {
+            printf("%s{\"name\": ", (i > 0) ? ", " : "");
+            uct_rc_gdr_gate_print_json_string(stdout, info->nics[i].name);
+            printf(", \"port\": %u, \"state\": ", info->nics[i].facts.port_num);
+            uct_rc_gdr_gate_print_json_string(stdout,
+                                              info->nics[i].port_state);
+            printf("}");
+        }
+        printf("], \"notes\": [");
+        if (info->no_gpu[0] != '\0') {
+            uct_rc_gdr_gate_print_json_string(stdout, info->no_gpu);
+        }
+        if (info->no_nic[0] != '\0') {
+            printf("%s", (info->no_gpu[0] != '\0') ? ", " : "");
+            uct_rc_gdr_gate_print_json_string(stdout, info->no_nic);
+        }
+        printf("], \"pairs\": [");
+        return;
+    }
+
+    printf("rc_gdr_info: sysfs root %s\n", info->sysfs_root);
+    if (info->num_gpus == 0) {
+        printf("GPUs: %s\n", info->no_gpu);
+    }
+    for (i = 0; i < info->num_gpus; ++i) {
+        printf("%s %s (numbered in PCI order; the CUDA ordinal may differ)\n",
+               info->gpus[i].name, info->gpus[i].bdf);
+    }
+    if (info->num_nics == 0) {
+        printf("NICs: %s\n", info->no_nic);
+    }
+    for (i = 0; i < info->num_nics; ++i) {
+        printf("NIC %s port %u: %s\n", info->nics[i].name,
+               info->nics[i].facts.port_num, info->nics[i].port_state);
+    }
+    printf("\n");
+}
+
+/* Evaluate and print one pair; returns whether it has a GDR lane */
+static int rc_gdr_info_pair(const rc_gdr_info_t *info,
+                            const rc_gdr_info_gpu_t *gpu,
+                            const rc_gdr_info_nic_t *nic, int first)
+{
+    uct_rc_gdr_gate_result_t result;
+    uct_rc_gdr_topo_t topo;
+    ucs_status_t status;
+    char why[UCT_RC_GDR_GATE_WHY_MAX];
+    uct_rc_gdr_dir_t dir;
+
+    status = uct_rc_gdr_topo_classify(info->sysfs_root, gpu->bdf, nic->name,
+                                      &topo);
+    status = uct_rc_gdr_gate_evaluate(&gpu->facts, &nic->facts,
+                                      (status == UCS_OK) ? &topo : NULL,
+                                      &info->config, &result);
+    if ((status != UCS_OK) && (status != UCS_ERR_UNSUPPORTED)) {
+        fprintf(stderr, "rc_gdr_info: %s <-> %s: evaluation failed: %s\n",
+                gpu->name, nic->name, ucs_status_string(status));
+        return 0;
+    }
+
+    if (info->json) {
+        printf("%s", first ? "" : ", ");
+        uct_rc_gdr_gate_print_json(&result, stdout);
+    } else {
+        uct_rc_gdr_gate_print_table(&result, stdout);
+        printf("\n");
+    }
+
+    if (!rc_gdr_info_has_gdr(&result) && info->require_gdr) {
+        for (dir = 0; dir < UCT_RC_GDR_DIR_LAST; ++dir) {
+            fprintf(stderr, "%s\n", uct_rc_gdr_gate_format_why(&result, dir,
+                                                              why,
+                                                              sizeof(why)));
+        }
+    }
+
+    return rc_gdr_info_has_gdr(&result);
+}
+
+int main(int argc, char **argv)
+{
+    rc_gdr_info_t *info;
+    unsigned g, n, num_gdr = 0, num_pairs = 0;
+    int ret = 0;
+
+    info = calloc(1, sizeof(*info));
+    if (info == NULL) {
+        fprintf(stderr, "rc_gdr_info: out of memory\n");
+        return RC_GDR_INFO_EXIT_USAGE;
+    }
+
+    uct_rc_gdr_gate_config_init(&info->config);
+    if ((rc_gdr_info_parse_args(argc, argv, info) != 0) ||
+        (uct_rc_gdr_gate_config_read_env(&info->config) != UCS_OK)) {
+        ret = RC_GDR_INFO_EXIT_USAGE;
+        goto out_free;
+    }
+
+    if (info->require_gdr) {
+        info->config.require = UCT_RC_GDR_REQUIRE_GDR;
+    }
+
+    rc_gdr_info_find_gpus(info);
+    rc_gdr_info_find_nics(info);
+    rc_gdr_info_print_header(info);
+
+    for (g = 0; g < info->num_gpus; ++g) {
+        for (n = 0; n < info->num_nics; ++n) {
+            num_gdr += rc_gdr_info_pair(info, &info->gpus[g], &info->nics[n],
+                                        num_pairs == 0);
+            ++num_pairs;
+        }
+    }
+
+    if (info->json) {
+        printf("], \"gdr_pairs\": %u}\n", num_gdr);
+    } else if (num_pairs == 0) {
+        printf("No GPU x NIC pair to evaluate.\n");
+    } else {
+        printf("%u of %u GPU x NIC pairs can use GDR.\n", num_gdr, num_pairs);
+    }
+
+    if (info->require_gdr && (num_gdr == 0)) {
+        fprintf(stderr, "rc_gdr_info: GDR required, but no GPU x NIC pair "
+                "can use it%s%s%s%s\n",
+                (num_pairs == 0) ? ": " : " (failing checks above)",
+                info->no_gpu, (info->no_gpu[0] && info->no_nic[0]) ? "; " : "",
+                info->no_nic);
+        ret = RC_GDR_INFO_EXIT_NO_GDR;
+    }
+
+out_free:
+    free(info);
+    return ret;
+}

@@ -1,1 +1,451 @@
+/**
+ * PCIe distance classification over synthetic sysfs trees, built at run time
+ * in a temporary directory so each tree reads in the test that uses it.
+ */
+
 #include <gtest/gtest.h>
+
+extern "C" {
+#include <uct/ib_gdr/rc_gdr_topo.h>
+}
+
+#include <ftw.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+
+/*
+ * A sysfs tree below a temporary root. PCI functions are added by their path
+ * below devices/ ("pci0000:00/0000:00:01.0/0000:01:00.0"); every function on
+ * the way gets its bus/pci/devices link, as the kernel makes them.
+ */
+class rc_gdr_sysfs {
+public:
+    rc_gdr_sysfs()
+    {
+        char tmpl[] = "/tmp/rc_gdr_sysfs.XXXXXX";
+        EXPECT_TRUE(mkdtemp(tmpl) != NULL);
+        m_root = tmpl;
+        mkdirs("bus/pci/devices");
+    }
+
+    ~rc_gdr_sysfs()
+    {
+        nftw(m_root.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    }
+
+    const char *root() const
+    {
+        return m_root.c_str();
+    }
+
+    void mkdirs(const std::string &rel)
+    {
+        std::string path = m_root;
+        size_t pos       = 0;
+
+        while (pos != std::string::npos) {
+            size_t next = rel.find('/', pos);
+            path = m_root + "/" + rel.substr(0, next);
+            mkdir(path.c_str(), 0755);
+            pos = (next == std::string::npos) ? next : next + 1;
+        }
+    }
+
+    void write(const std::string &rel, const std::string &content)
+    {
+        FILE *file = fopen((m_root + "/" + rel).c_str(), "w");
+        ASSERT_TRUE(file != NULL) << rel;
+        fwrite(content.data(), 1, content.size(), file);
+        fclose(file);
+    }
+
+    void link(const std::string &target, const std::string &rel)
+    {
+        ASSERT_EQ(0, symlink(target.c_str(), (m_root + "/" + rel).c_str()))
+                << rel;
+    }
+
+    /* Add the functions of a path; the last one gets @a numa */
+    void add_pci(const std::string &path, int numa,
+                 const char *vendor = "0x15b3", const char *cls = "0x020700")
+    {
+        size_t pos = path.find('/');
+
+        while (pos != std::string::npos) {
+            size_t next     = path.find('/', pos + 1);
+            std::string dir = path.substr(0, next);
+            std::string bdf = dir.substr(dir.rfind('/') + 1);
+            std::string dev = "devices/" + dir;
+
+            if (access((m_root + "/" + dev).c_str(), F_OK) != 0) {
+                bool leaf = (next == std::string::npos);
+                mkdirs(dev);
+                link("../../../" + dev, "bus/pci/devices/" + bdf);
+                write(dev + "/numa_node", std::to_string(numa) + "\n");
+                write(dev + "/vendor", std::string(leaf ? vendor : "0x8086") +
+                                               "\n");
+                write(dev + "/class", std::string(leaf ? cls : "0x060400") +
+                                              "\n");
+            }
+            pos = next;
+        }
+    }
+
+    /* A verbs device on a PCI function, linked as the kernel does */
+    void add_ib(const std::string &name, const std::string &pci_path)
+    {
+        std::string dir = "devices/" + pci_path + "/infiniband/" + name;
+        std::string bdf = pci_path.substr(pci_path.rfind('/') + 1);
+
+        mkdirs(dir);
+        link("../../../" + bdf, dir + "/device");
+        mkdirs("class/infiniband");
+        link("../../" + dir, "class/infiniband/" + name);
+    }
+
+    /* rxe/siw: the ib device hangs off devices/virtual, no device link */
+    void add_virtual_ib(const std::string &name)
+    {
+        mkdirs("devices/virtual/infiniband/" + name);
+        mkdirs("class/infiniband");
+        link("../../devices/virtual/infiniband/" + name,
+             "class/infiniband/" + name);
+    }
+
+    /*
+     * Config space of a bridge: 4 KiB with an AER capability at 0x100 that
+     * chains to ACS at 0x148 (control word at 0x14e), like real switches.
+     */
+    void set_config_acs(const std::string &bdf, uint16_t acs_ctrl)
+    {
+        std::string cfg(4096, '\0');
+
+        put32(cfg, 0x100, 0x0001 | (1u << 16) | (0x148u << 20)); /* AER */
+        put32(cfg, 0x148, 0x000d | (1u << 16));                 /* ACS */
+        put32(cfg, 0x14c, 0x005f | ((uint32_t)acs_ctrl << 16));
+        write("bus/pci/devices/" + bdf + "/config", cfg);
+    }
+
+    /* Extended config space without ACS */
+    void set_config_no_acs(const std::string &bdf)
+    {
+        std::string cfg(4096, '\0');
+
+        put32(cfg, 0x100, 0x0001 | (1u << 16));
+        write("bus/pci/devices/" + bdf + "/config", cfg);
+    }
+
+    /* What an unprivileged reader gets: the first 64 bytes */
+    void set_config_unprivileged(const std::string &bdf)
+    {
+        write("bus/pci/devices/" + bdf + "/config", std::string(64, '\0'));
+    }
+
+    void set_iommu_group(const std::string &bdf, int group,
+                         const std::string &type)
+    {
+        std::string dir = "kernel/iommu_groups/" + std::to_string(group);
+
+        mkdirs("class/iommu/dmar0");
+        mkdirs(dir);
+        write(dir + "/type", type + "\n");
+        link(m_root + "/" + dir, "bus/pci/devices/" + bdf + "/iommu_group");
+    }
+
+private:
+    static int remove_entry(const char *path, const struct stat *st, int flag,
+                            struct FTW *ftw)
+    {
+        return remove(path);
+    }
+
+    static void put32(std::string &buf, size_t offset, uint32_t value)
+    {
+        for (int i = 0; i < 4; ++i) {
+            buf[offset + i] = (char)((value >> (8 * i)) & 0xff);
+        }
+    }
+
+    std::string m_root;
+};
+
+
+/*
+ * The box most tests use:
+ *
+ *  pci0000:00 (node 0)
+ *    00:01.0 root port
+ *      01:00.0 switch upstream
+ *        02:00.0 down -> 03:00.0 GPU0
+ *        02:01.0 down -> 04:00.0 mlx5_0          GPU0: PIX
+ *        02:02.0 down -> 05:00.0 up -> 06:00.0 down -> 07:00.0 GPU1
+ *    00:02.0 root port -> 08:00.0 mlx5_1         GPU0: PHB
+ *  pci0000:40 (node 0)
+ *    40:01.0 -> 41:00.0 mlx5_2                   GPU0: NODE
+ *  pci0000:80 (node 1)
+ *    80:01.0 -> 81:00.0 mlx5_3                   GPU0: SYS
+ */
+class test_rc_gdr_topo : public testing::Test {
+protected:
+    static constexpr const char *GPU0 = "0000:03:00.0";
+    static constexpr const char *GPU1 = "0000:07:00.0";
+    static constexpr const char *SW   = "pci0000:00/0000:00:01.0/0000:01:00.0";
+
+    void SetUp() override
+    {
+        m_sysfs.add_pci(std::string(SW) + "/0000:02:00.0/0000:03:00.0", 0,
+                        "0x10de", "0x030200");
+        m_sysfs.add_pci(std::string(SW) + "/0000:02:01.0/0000:04:00.0", 0);
+        m_sysfs.add_pci(std::string(SW) + "/0000:02:02.0/0000:05:00.0/"
+                        "0000:06:00.0/0000:07:00.0", 0, "0x10de", "0x030200");
+        m_sysfs.add_pci("pci0000:00/0000:00:02.0/0000:08:00.0", 0);
+        m_sysfs.add_pci("pci0000:40/0000:40:01.0/0000:41:00.0", 0);
+        m_sysfs.add_pci("pci0000:80/0000:80:01.0/0000:81:00.0", 1);
+
+        m_sysfs.add_ib("mlx5_0", std::string(SW) + "/0000:02:01.0/"
+                                                   "0000:04:00.0");
+        m_sysfs.add_ib("mlx5_1", "pci0000:00/0000:00:02.0/0000:08:00.0");
+        m_sysfs.add_ib("mlx5_2", "pci0000:40/0000:40:01.0/0000:41:00.0");
+        m_sysfs.add_ib("mlx5_3", "pci0000:80/0000:80:01.0/0000:81:00.0");
+    }
+
+    uct_rc_gdr_topo_t classify(const char *gpu, const char *nic)
+    {
+        uct_rc_gdr_topo_t topo;
+
+        EXPECT_EQ(UCS_OK, uct_rc_gdr_topo_classify(m_sysfs.root(), gpu, nic,
+                                                   &topo));
+        return topo;
+    }
+
+    uct_rc_gdr_dist_t dist(const char *gpu, const char *nic)
+    {
+        return classify(gpu, nic).dist;
+    }
+
+    rc_gdr_sysfs m_sysfs;
+};
+
+
+TEST_F(test_rc_gdr_topo, loc_same_device) {
+    uct_rc_gdr_topo_t topo = classify(GPU0, GPU0);
+
+    EXPECT_EQ(UCT_RC_GDR_DIST_LOC, topo.dist);
+    EXPECT_EQ(0u, topo.num_route);
+}
+
+TEST_F(test_rc_gdr_topo, pix_one_switch) {
+    uct_rc_gdr_topo_t topo = classify(GPU0, "mlx5_0");
+
+    EXPECT_EQ(UCT_RC_GDR_TOPO_PCI, topo.outcome);
+    EXPECT_EQ(UCT_RC_GDR_DIST_PIX, topo.dist) << topo.reason;
+    EXPECT_STREQ("0000:04:00.0", topo.nic.bdf);
+    EXPECT_STREQ("pci0000:00", topo.gpu.host_bridge);
+    ASSERT_EQ(3u, topo.gpu.num_bridges);
+    EXPECT_STREQ("0000:00:01.0", topo.gpu.bridges[0]);
+    EXPECT_STREQ("0000:02:00.0", topo.gpu.bridges[2]);
+    /* The switch upstream port and both downstream ports */
+    EXPECT_EQ(3u, topo.num_route);
+}
+
+TEST_F(test_rc_gdr_topo, pix_by_pci_address) {
+    EXPECT_EQ(UCT_RC_GDR_DIST_PIX, dist(GPU0, "0000:04:00.0"));
+    /* CUDA and nvidia-smi spellings of the GPU address */
+    EXPECT_EQ(UCT_RC_GDR_DIST_PIX, dist("00000000:03:00.0", "mlx5_0"));
+    EXPECT_EQ(UCT_RC_GDR_DIST_PIX, dist("03:00.0", "mlx5_0"));
+}
+
+TEST_F(test_rc_gdr_topo, pxb_nested_switches) {
+    uct_rc_gdr_topo_t topo = classify(GPU1, "mlx5_0");
+
+    EXPECT_EQ(UCT_RC_GDR_DIST_PXB, topo.dist) << topo.reason;
+    EXPECT_EQ(UCT_RC_GDR_DIST_PXB, dist(GPU0, GPU1));
+}
+
+TEST_F(test_rc_gdr_topo, phb_different_root_ports) {
+    uct_rc_gdr_topo_t topo = classify(GPU0, "mlx5_1");
+
+    EXPECT_EQ(UCT_RC_GDR_DIST_PHB, topo.dist) << topo.reason;
+    EXPECT_NE(std::string::npos, std::string(topo.reason).find("pci0000:00"));
+}
+
+TEST_F(test_rc_gdr_topo, node_different_host_bridges) {
+    uct_rc_gdr_topo_t topo = classify(GPU0, "mlx5_2");
+
+    EXPECT_EQ(UCT_RC_GDR_DIST_NODE, topo.dist) << topo.reason;
+    EXPECT_EQ(0, topo.gpu.numa_node);
+    EXPECT_EQ(0, topo.nic.numa_node);
+}
+
+TEST_F(test_rc_gdr_topo, sys_two_numa_nodes) {
+    uct_rc_gdr_topo_t topo = classify(GPU0, "mlx5_3");
+
+    EXPECT_EQ(UCT_RC_GDR_DIST_SYS, topo.dist) << topo.reason;
+    EXPECT_EQ(0, topo.gpu.numa_node);
+    EXPECT_EQ(1, topo.nic.numa_node);
+    EXPECT_EQ(UCT_RC_GDR_DIST_SYS, dist(GPU1, "mlx5_3"));
+}
+
+TEST_F(test_rc_gdr_topo, numa_unknown) {
+    /* No NUMA at all: one node; NUMA on one side only: assume remote */
+    m_sysfs.add_pci("pci0000:c0/0000:c0:01.0/0000:c1:00.0", -1);
+    m_sysfs.add_pci("pci0000:d0/0000:d0:01.0/0000:d1:00.0", -1);
+    EXPECT_EQ(UCT_RC_GDR_DIST_NODE, dist("0000:c1:00.0", "0000:d1:00.0"));
+    EXPECT_EQ(UCT_RC_GDR_DIST_SYS, dist(GPU0, "0000:d1:00.0"));
+}
+
+TEST_F(test_rc_gdr_topo, acs_redirect_on_path) {
+    /* Request + completion redirect on the GPU's downstream port */
+    m_sysfs.set_config_acs("0000:02:00.0", 0x001d);
+    m_sysfs.set_config_acs("0000:02:01.0", 0x0001);
+    m_sysfs.set_config_no_acs("0000:01:00.0");
+
+    uct_rc_gdr_topo_t topo = classify(GPU0, "mlx5_0");
+    ASSERT_EQ(3u, topo.num_route);
+
+    int redirect = 0, clear = 0, absent = 0;
+    for (unsigned i = 0; i < topo.num_route; ++i) {
+        const uct_rc_gdr_topo_bridge_t *b = &topo.route[i];
+        if (std::string(b->bdf) == "0000:02:00.0") {
+            EXPECT_EQ(UCT_RC_GDR_ACS_REDIRECT, b->acs);
+            EXPECT_EQ(0x001d, b->acs_ctrl);
+            EXPECT_EQ(0x148, b->acs_offset);
+            ++redirect;
+        } else if (std::string(b->bdf) == "0000:02:01.0") {
+            EXPECT_EQ(UCT_RC_GDR_ACS_NO_REDIRECT, b->acs);
+            ++clear;
+        } else {
+            EXPECT_EQ(UCT_RC_GDR_ACS_ABSENT, b->acs);
+            ++absent;
+        }
+    }
+    EXPECT_EQ(1, redirect);
+    EXPECT_EQ(1, clear);
+    EXPECT_EQ(1, absent);
+}
+
+TEST_F(test_rc_gdr_topo, acs_unreadable_without_root) {
+    m_sysfs.set_config_unprivileged("0000:02:00.0");
+
+    uct_rc_gdr_topo_t topo = classify(GPU0, "mlx5_0");
+    for (unsigned i = 0; i < topo.num_route; ++i) {
+        /* A 64-byte read, or no config file at all */
+        EXPECT_EQ(UCT_RC_GDR_ACS_UNREADABLE, topo.route[i].acs);
+    }
+}
+
+TEST_F(test_rc_gdr_topo, iommu_absent) {
+    uct_rc_gdr_topo_t topo = classify(GPU0, "mlx5_0");
+
+    EXPECT_FALSE(topo.iommu_present);
+    EXPECT_EQ(UCT_RC_GDR_IOMMU_ABSENT, topo.gpu.iommu);
+    EXPECT_EQ(UCT_RC_GDR_IOMMU_ABSENT, topo.nic.iommu);
+}
+
+TEST_F(test_rc_gdr_topo, iommu_translated) {
+    m_sysfs.set_iommu_group(GPU0, 3, "DMA-FQ");
+    m_sysfs.set_iommu_group("0000:04:00.0", 4, "DMA");
+
+    uct_rc_gdr_topo_t topo = classify(GPU0, "mlx5_0");
+    EXPECT_TRUE(topo.iommu_present);
+    EXPECT_EQ(UCT_RC_GDR_IOMMU_TRANSLATED, topo.gpu.iommu);
+    EXPECT_STREQ("DMA-FQ", topo.gpu.iommu_type);
+    EXPECT_EQ(UCT_RC_GDR_IOMMU_TRANSLATED, topo.nic.iommu);
+}
+
+TEST_F(test_rc_gdr_topo, iommu_identity) {
+    m_sysfs.set_iommu_group(GPU0, 3, "identity");
+    m_sysfs.set_iommu_group("0000:04:00.0", 4, "identity");
+
+    uct_rc_gdr_topo_t topo = classify(GPU0, "mlx5_0");
+    EXPECT_EQ(UCT_RC_GDR_IOMMU_IDENTITY, topo.gpu.iommu);
+    EXPECT_EQ(UCT_RC_GDR_IOMMU_IDENTITY, topo.nic.iommu);
+    /* A device without its own group takes the system's mode */
+    EXPECT_EQ(UCT_RC_GDR_IOMMU_IDENTITY, classify(GPU1, "mlx5_0").gpu.iommu);
+}
+
+TEST_F(test_rc_gdr_topo, virtual_nic_has_no_pci_device) {
+    m_sysfs.add_virtual_ib("rxe0");
+
+    uct_rc_gdr_topo_t topo = classify(GPU0, "rxe0");
+    EXPECT_EQ(UCT_RC_GDR_TOPO_VIRTUAL_NIC, topo.outcome);
+    EXPECT_EQ(UCT_RC_GDR_DIST_UNKNOWN, topo.dist);
+    EXPECT_NE(std::string::npos,
+              std::string(topo.reason).find("no PCI device: virtual NIC"));
+}
+
+TEST_F(test_rc_gdr_topo, nic_parent_not_pci) {
+    /* A device link that leads to a network device, not a PCI function */
+    m_sysfs.mkdirs("devices/virtual/net/eth9");
+    m_sysfs.mkdirs("devices/virtual/infiniband/siw0");
+    m_sysfs.link("../../net/eth9", "devices/virtual/infiniband/siw0/device");
+    m_sysfs.mkdirs("class/infiniband");
+    m_sysfs.link("../../devices/virtual/infiniband/siw0",
+                 "class/infiniband/siw0");
+
+    EXPECT_EQ(UCT_RC_GDR_TOPO_VIRTUAL_NIC,
+              classify(GPU0, "siw0").outcome);
+}
+
+TEST_F(test_rc_gdr_topo, missing_devices) {
+    uct_rc_gdr_topo_t topo = classify(GPU0, "mlx5_9");
+    EXPECT_EQ(UCT_RC_GDR_TOPO_NOT_FOUND, topo.outcome);
+    EXPECT_EQ(UCT_RC_GDR_DIST_UNKNOWN, topo.dist);
+
+    topo = classify("0000:99:00.0", "mlx5_0");
+    EXPECT_EQ(UCT_RC_GDR_TOPO_NOT_FOUND, topo.outcome);
+    EXPECT_NE(std::string::npos, std::string(topo.reason).find("GPU"));
+}
+
+TEST_F(test_rc_gdr_topo, invalid_gpu_address) {
+    uct_rc_gdr_topo_t topo;
+
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_rc_gdr_topo_classify(m_sysfs.root(), "GPU0", "mlx5_0",
+                                       &topo));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_rc_gdr_topo_classify(m_sysfs.root(), GPU0, "", &topo));
+}
+
+TEST(test_rc_gdr_topo_names, bdf_parse) {
+    char bdf[UCT_RC_GDR_BDF_MAX];
+
+    EXPECT_EQ(UCS_OK, uct_rc_gdr_topo_bdf_parse("0000:17:00.0", bdf,
+                                                sizeof(bdf)));
+    EXPECT_STREQ("0000:17:00.0", bdf);
+    EXPECT_EQ(UCS_OK, uct_rc_gdr_topo_bdf_parse("00000000:AB:1F.7", bdf,
+                                                sizeof(bdf)));
+    EXPECT_STREQ("0000:ab:1f.7", bdf);
+    EXPECT_EQ(UCS_OK, uct_rc_gdr_topo_bdf_parse("10000:e0:06.0", bdf,
+                                                sizeof(bdf)));
+    EXPECT_STREQ("10000:e0:06.0", bdf);
+
+    const char *bad[] = {"", "mlx5_0", "0000:17:00", "0000:17:20.0",
+                         "0000:17:00.8", "0000:17:00.0x", " 0000:17:00.0",
+                         "0x0:17:00.0", "0000:100:00.0"};
+    for (const char *str : bad) {
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+                  uct_rc_gdr_topo_bdf_parse(str, bdf, sizeof(bdf)))
+                << "'" << str << "'";
+    }
+}
+
+TEST(test_rc_gdr_topo_names, dist_names) {
+    uct_rc_gdr_dist_t dist;
+
+    EXPECT_EQ(UCS_OK, uct_rc_gdr_topo_dist_parse("pxb", &dist));
+    EXPECT_EQ(UCT_RC_GDR_DIST_PXB, dist);
+    EXPECT_EQ(UCS_OK, uct_rc_gdr_topo_dist_parse("Sys", &dist));
+    EXPECT_EQ(UCT_RC_GDR_DIST_SYS, dist);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_rc_gdr_topo_dist_parse("UNKNOWN", &dist));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_rc_gdr_topo_dist_parse("NV1", &dist));
+    EXPECT_STREQ("NODE", uct_rc_gdr_topo_dist_name(UCT_RC_GDR_DIST_NODE));
+}

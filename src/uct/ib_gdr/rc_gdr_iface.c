@@ -626,6 +626,11 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_gdr_iface_t)
 
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    ucs_info("rc_gdr: %s:%u closed: %" PRIu64 " work requests posted, %"
+             PRIu64 " messages received, %" PRIu64 " credit grants",
+             ucs_derived_of(self->super.md, uct_rc_gdr_md_t)->name,
+             self->port_num, self->stats.tx_wrs, self->stats.rx_msgs,
+             self->stats.credit_grants);
 
     /* Users destroy their endpoints first; what is left is a zombie whose
      * completions will never come once its QP is gone. */
