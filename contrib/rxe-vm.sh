@@ -1,0 +1,399 @@
+#!/bin/bash
+#
+# rxe-vm.sh: run a command inside a throw-away qemu (TCG) guest that has real
+# RDMA verbs through soft-RoCE (rdma_rxe), for hosts whose kernel has no RDMA.
+#
+# The guest boots Debian's stock kernel (fetched with apt, never installed on
+# the host), sees the host's root filesystem read-only over 9p with a tmpfs
+# overlay on top (so it can write anywhere and nothing reaches the host), and
+# has a veth pair v0<->v1 carrying rxe0 and rxe1. The command runs in the
+# caller's cwd with the caller's exported environment; its stdout/stderr are
+# streamed live and its exit status is returned.
+#
+# Exit status: the command's own; 124 = timeout; 125 = VM failure (the console
+# tail is printed); 2 = usage error.
+#
+# shellcheck disable=SC2317  # cleanup/on_signal run from traps
+set -euo pipefail
+
+usage() {
+    cat <<'EOF'
+Usage: rxe-vm.sh [options] -- CMD [ARGS...]
+  --timeout SEC   whole-run wall-clock limit (default 900); the command is
+                  stopped a little earlier so that rc 124 and its partial
+                  output still come back
+  --mem MB        guest memory (2048)        --smp N    guest vCPUs (2)
+  --cpu MODEL     qemu CPU model (qemu64; 'max' only for AVX2 binaries: slow)
+  --mtu N         veth MTU (9000 -> RoCE MTU 4096; 1500 -> 1024)
+  --nrxe 0|1|2    rxe devices to create: rxe0 on v0, rxe1 on v1 (2)
+  --rw DIR        share DIR writable at the same path (repeatable); all other
+                  guest writes stay in the guest
+  --fresh-tmp     mount an empty tmpfs on /tmp (default: host /tmp visible,
+                  writes go to the guest's tmpfs overlay)
+  --kernel PKG|FILE.deb   guest kernel package (default: what the
+                  linux-image-amd64 metapackage depends on)
+  --keep          keep the run dir (console.log, dmesg.log, out, err)
+  --prepare       only build the cached kernel + initramfs, then exit
+  -v              verbose (timings; guest console to stderr)
+  -h, --help      this text
+Environment: RXEVM_CACHE (default /var/cache/rc_gdr/rxe-vm).
+Inside: ibv_rc_pingpong needs '-g 0'; UCP needs UCX_TLS=rc,self (the UD aux
+transport), e.g. UCX_NET_DEVICES=rxe0:1 / rxe1:1 per process.
+EOF
+}
+
+TIMEOUT=900 MEM=2048 SMP=2 CPU=qemu64 MTU=9000 NRXE=2 KEEP=0 PREPARE=0
+VERBOSE=0 FRESH_TMP=0 KERNEL=auto
+RW_DIRS=()
+CACHE=${RXEVM_CACHE:-/var/cache/rc_gdr/rxe-vm}
+MODULES="virtio_pci 9pnet_virtio 9p overlay veth crc32_generic rdma_rxe ib_uverbs rdma_ucm"
+PKGS="qemu-system-x86 busybox-static kmod cpio xz-utils zstd iproute2 rdma-core
+      ibverbs-providers ibverbs-utils"
+T0=$EPOCHREALTIME
+
+die() { echo "rxe-vm: $*" >&2; exit 125; }
+bad_usage() { echo "rxe-vm: $*" >&2; usage >&2; exit 2; }
+vlog() {
+    [ "$VERBOSE" = 1 ] || return 0
+    awk -v a="$T0" -v b="$EPOCHREALTIME" -v m="$*" \
+        'BEGIN { printf "rxe-vm: [%5.1fs] %s\n", b - a, m }' >&2
+}
+# Run quietly unless -v; on failure show what the command said.
+quiet() {
+    local log rc=0
+    if [ "$VERBOSE" = 1 ]; then "$@" >&2; return; fi
+    log=$(mktemp); "$@" >"$log" 2>&1 || rc=$?
+    [ "$rc" = 0 ] || { tail -n 20 "$log" >&2; rm -f "$log"; return "$rc"; }
+    rm -f "$log"
+}
+
+parse_args() {
+    local n
+    while [ $# -gt 0 ]; do
+        case $1 in
+        --timeout|--mem|--smp|--mtu|--nrxe)
+            [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] || bad_usage "$1 needs a number"
+            n=${1#--}; printf -v "${n^^}" '%s' "$2"; shift ;;
+        --cpu)    [ $# -ge 2 ] || bad_usage "--cpu needs a value"; CPU=$2; shift ;;
+        --kernel) [ $# -ge 2 ] || bad_usage "--kernel needs a value"; KERNEL=$2; shift ;;
+        --rw)     [ $# -ge 2 ] && [ -d "$2" ] || bad_usage "--rw needs a directory"
+                  RW_DIRS+=("$(realpath "$2")"); shift ;;
+        --fresh-tmp) FRESH_TMP=1 ;;
+        --keep)    KEEP=1 ;;
+        --prepare) PREPARE=1 ;;
+        -v)        VERBOSE=1 ;;
+        -h|--help) usage; exit 0 ;;
+        --)        shift; break ;;
+        *)         bad_usage "unknown option '$1'" ;;
+        esac
+        shift
+    done
+    [ "$NRXE" -le 2 ] || bad_usage "--nrxe must be 0, 1 or 2"
+    [ "$TIMEOUT" -ge 10 ] || bad_usage "--timeout must be at least 10"
+    [ "$PREPARE" = 1 ] || [ $# -gt 0 ] || bad_usage "no command given"
+    CMD=("$@")
+}
+
+# Install the host tools the harness needs; apt-get update only when needed.
+ensure_packages() {
+    local p have missing=()
+    # shellcheck disable=SC2086
+    have=" $(dpkg-query -W -f='${Package} ${Status}\n' $PKGS 2>/dev/null |
+             awk '/ ok installed$/ {printf "%s ", $1}' || true)"
+    for p in $PKGS; do [[ $have == *" $p "* ]] || missing+=("$p"); done
+    [ ${#missing[@]} = 0 ] && return 0
+    echo "rxe-vm: installing ${missing[*]}" >&2
+    DEBIAN_FRONTEND=noninteractive quiet apt-get update -q
+    DEBIAN_FRONTEND=noninteractive quiet apt-get install -y -q \
+        --no-install-recommends "${missing[@]}"
+}
+
+# The kernel package name. apt-cache costs ~0.7 s, so the answer is kept
+# until the apt package cache changes.
+resolve_kernel_pkg() {
+    local stamp memo=$CACHE/kernel.auto pkg
+    [ "$KERNEL" = auto ] || { echo "$KERNEL"; return; }
+    stamp=$(stat -c %Y /var/cache/apt/pkgcache.bin /var/lib/apt/lists 2>/dev/null | tr '\n' . || true)
+    if [ -f "$memo" ] && [ "$(sed -n 1p "$memo")" = "$stamp" ]; then
+        sed -n 2p "$memo"; return
+    fi
+    pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+          awk '$1 == "Depends:" && $2 ~ /^linux-image-/ && !n++ {print $2}')
+    if [ -z "$pkg" ]; then
+        quiet apt-get update -q
+        pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+              awk '$1 == "Depends:" && $2 ~ /^linux-image-/ && !n++ {print $2}')
+    fi
+    [ -n "$pkg" ] || die "cannot resolve linux-image-amd64 in the apt sources"
+    printf '%s\n%s\n' "$stamp" "$pkg" >"$memo"
+    echo "$pkg"
+}
+
+# bzImage -> vmlinux ELF: the guest would otherwise spend ~7 s of every TCG
+# boot decompressing itself; an ELF with a PVH note boots directly.
+extract_vmlinux() {
+    local bz=$1 out=$2 setup off len start magic dec
+    setup=$(od -An -tu1 -j $((0x1f1)) -N1 "$bz"); [ "$setup" -eq 0 ] && setup=4
+    off=$(od -An -tu4 -j $((0x248)) -N4 "$bz")   # payload_offset
+    len=$(od -An -tu4 -j $((0x24c)) -N4 "$bz")   # payload_length
+    start=$(( (setup + 1) * 512 + off ))
+    magic=$(od -An -tx1 -j "$start" -N4 "$bz" | tr -d ' \n')
+    # xz and zstd payloads carry a 4-byte size trailer that the tools reject.
+    case $magic in
+    fd377a58) len=$((len - 4)); dec=(xz -dc) ;;
+    28b52ffd) len=$((len - 4)); dec=(zstd -dcq) ;;
+    1f8b*)    dec=(gzip -dc) ;;
+    *) die "unknown kernel payload compression (magic $magic)" ;;
+    esac
+    dd if="$bz" bs=1M iflag=skip_bytes,count_bytes skip="$start" count="$len" \
+        status=none | "${dec[@]}" >"$out.tmp"
+    [ "$(head -c4 "$out.tmp" | od -An -tx1 | tr -d ' \n')" = 7f454c46 ] ||
+        die "decompressed kernel is not an ELF"
+    mv "$out.tmp" "$out"
+}
+
+# Fetch + unpack the kernel package once per version: sets KDIR, KROOT, KVER.
+prepare_kernel() {
+    local pkg deb name
+    pkg=$(resolve_kernel_pkg)
+    if [ -f "$pkg" ]; then deb=$(realpath "$pkg"); name=$(basename "$deb" .deb)
+    else name=$pkg; fi
+    KDIR=$CACHE/$name KROOT=$CACHE/$name/root
+    if [ ! -f "$KDIR/vmlinux" ]; then
+        vlog "preparing kernel $name"
+        if [ -z "${deb:-}" ]; then
+            mkdir -p "$CACHE/debs"
+            deb=$(ls "$CACHE/debs/${pkg}_"*.deb 2>/dev/null | tail -n1 || true)
+            if [ -z "$deb" ]; then
+                # -o Sandbox: the cache dir is not readable by _apt.
+                (cd "$CACHE/debs" && quiet apt-get download -o APT::Sandbox::User=root "$pkg") ||
+                    die "apt-get download $pkg failed"
+                deb=$(ls "$CACHE/debs/${pkg}_"*.deb | tail -n1)
+            fi
+        fi
+        rm -rf "$KDIR"; mkdir -p "$KROOT"
+        dpkg-deb -x "$deb" "$KROOT"
+        # Kernels that ship modules under /usr/lib/modules (trixie).
+        [ -e "$KROOT/lib" ] || ln -s usr/lib "$KROOT/lib"
+        KVER=$(ls "$KROOT/lib/modules" | head -n1)
+        [ -n "$KVER" ] && [ -f "$KROOT/boot/vmlinuz-$KVER" ] || die "no kernel in $deb"
+        depmod -b "$KROOT" "$KVER"
+        extract_vmlinux "$KROOT/boot/vmlinuz-$KVER" "$KDIR/vmlinux"
+        vlog "kernel $KVER ready"
+    fi
+    KVER=$(ls "$KROOT/lib/modules" | head -n1)
+}
+
+# The guest's PID 1 (busybox sh). Settings come from the kernel command line
+# (rxevm.run=) and from $RUN/conf, so the text, and the cached initramfs, stay
+# the same from run to run.
+init_script() {
+    cat <<'EOF'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
+exec </dev/null
+fail() { echo "rxevm-init: FAILED: $*"; dmesg | tail -n 20; poweroff -f; sleep 5; }
+for m in $(cat /modules.list); do insmod "/mods/$m" || fail "insmod $m"; done
+RUN=; for a in $(cat /proc/cmdline); do case $a in rxevm.run=*) RUN=${a#*=};; esac; done
+O9="trans=virtio,version=9p2000.L,msize=512000"
+mkdir -p /lower /ovl /newroot /xrun
+mount -t 9p -o "$O9,ro,cache=loose" rxevm_root /lower || fail "9p root"
+mount -t 9p -o "$O9" rxevm_run /xrun || fail "9p run dir"
+. /xrun/conf
+# / = host / (read-only) + tmpfs upper: writable everywhere, host untouched.
+mount -t tmpfs -o mode=755 ovl /ovl; mkdir /ovl/u /ovl/w
+mount -t overlay -o lowerdir=/lower,upperdir=/ovl/u,workdir=/ovl/w root /newroot ||
+    fail "overlay"
+R=/newroot
+mount -t proc proc $R/proc; mount -t sysfs sys $R/sys; mount -t devtmpfs dev $R/dev
+mkdir -p $R/dev/pts $R/dev/shm
+mount -t devpts -o newinstance,ptmxmode=0666 devpts $R/dev/pts
+mount -t tmpfs -o mode=1777 shm $R/dev/shm
+[ "$FRESH_TMP" = 1 ] && mount -t tmpfs -o mode=1777 tmp $R/tmp
+mkdir -p "$R$RUN" && mount -o bind /xrun "$R$RUN" || fail "bind run dir"
+i=0; while [ $i -lt "$RW_N" ]; do
+    eval "d=\$RW_$i"; mkdir -p "$R$d"
+    mount -t 9p -o "$O9" "rxevm_rw$i" "$R$d" || fail "9p $d"; i=$((i + 1))
+done
+hostname rxevm; echo "127.0.1.1 rxevm" >>$R/etc/hosts
+# So that modprobe works inside (e.g. modprobe vgem).
+[ -e "$R/lib/modules/$KVER" ] || { mkdir -p $R/lib/modules &&
+    ln -s "$KROOT/lib/modules/$KVER" "$R/lib/modules/$KVER"; }
+# No DAD: link-local addresses (= the RoCE GIDs) are usable at once.
+for c in all default; do echo 0 >/proc/sys/net/ipv6/conf/$c/accept_dad; done
+echo 100000 >/proc/sys/net/core/netdev_max_backlog
+# Absolute paths: busybox's own ip applet would shadow the host's (no veth).
+printf '%s\n' "link set lo up" "link add v0 mtu $MTU type veth peer name v1 mtu $MTU" \
+    "link set v0 up" "link set v1 up" | chroot $R /usr/sbin/ip -b - || fail "veth"
+# veth queues packets on the sending CPU; with 2 vCPUs RoCE packets then get
+# reordered (NAK + retransmit stalls). Steer all to CPU0.
+for v in v0 v1; do echo 1 >/sys/class/net/$v/queues/rx-0/rps_cpus; done
+i=0; while [ $i -lt "$NRXE" ]; do echo "link add rxe$i type rxe netdev v$i"; i=$((i + 1)); done |
+    { [ "$NRXE" = 0 ] || chroot $R /usr/bin/rdma -b -; } || fail "rdma link add"
+# Wait for ACTIVE ports with GID[0] (rxe only has RoCE v2 GIDs, index 1 stays empty).
+i=0; n=0; while [ $i -lt "$NRXE" ]; do
+    p=/sys/class/infiniband/rxe$i/ports/1
+    case "$(cat $p/state 2>/dev/null)/$(cat $p/gids/0 2>/dev/null)" in
+    *ACTIVE/fe80*) i=$((i + 1)); continue ;;
+    esac
+    n=$((n + 1)); [ $n -lt 400 ] || fail "rxe$i not ACTIVE"; sleep 0.05
+done
+T=$((DEADLINE - $(date +%s))); [ $T -ge 1 ] || T=1
+echo "rxevm-init: ready, command gets ${T}s"
+chroot $R /usr/bin/timeout -k 3 $T /bin/bash "$RUN/job.sh" >"$R$RUN/out" 2>"$R$RUN/err"
+rc=$?
+# timeout says 137 when the command ignored TERM and needed KILL: still a timeout.
+[ $rc = 137 ] && [ "$(date +%s)" -ge "$DEADLINE" ] && rc=124
+echo $rc >/xrun/rc
+dmesg >/xrun/dmesg.log
+poweroff -f
+EOF
+}
+
+# initramfs = static busybox + /init + the modules (with dependencies, in load
+# order). Kept uncompressed: unpacking a compressed one costs TCG boot time.
+prepare_initramfs() {
+    local m mods key work f
+    mods=$(for m in $MODULES; do
+               modprobe -d "$KROOT" -S "$KVER" --show-depends "$m" ||
+                   die "module $m not found for $KVER"
+           done | awk '$1 == "insmod" && !seen[$2]++ {print $2}')
+    key=$( { init_script; echo "$mods"; stat -c %s.%Y /bin/busybox; } | sha256sum | cut -c1-16)
+    INITRD=$KDIR/initrd-$key.cpio
+    [ -f "$INITRD" ] && return 0
+    vlog "building initramfs $key"
+    work=$(mktemp -d)
+    mkdir -p "$work"/{bin,mods,proc,sys,dev}
+    cp /bin/busybox "$work/bin/busybox"
+    init_script >"$work/init"; chmod 755 "$work/init"
+    for f in $mods; do
+        case $f in
+        *.ko.xz)  xz -dc "$f"  >"$work/mods/$(basename "$f" .xz)" ;;
+        *.ko.zst) zstd -dcq "$f" >"$work/mods/$(basename "$f" .zst)" ;;
+        *.ko.gz)  gzip -dc "$f" >"$work/mods/$(basename "$f" .gz)" ;;
+        *)        cp "$f" "$work/mods/" ;;
+        esac
+        basename "$f" | sed -E 's/\.(xz|zst|gz)$//' >>"$work/modules.list"
+    done
+    (cd "$work" && find . | cpio -o -H newc --quiet) >"$INITRD.tmp"
+    mv "$INITRD.tmp" "$INITRD"; rm -rf "$work"
+}
+
+# Cache preparation is serialized so that concurrent runs share the result.
+prepare() {
+    mkdir -p "$CACHE"
+    exec 9>"$CACHE/.lock"; flock 9
+    prepare_kernel
+    prepare_initramfs
+    flock -u 9; exec 9>&-
+}
+
+# A qemu option value: commas are escaped by doubling.
+qv() { printf '%s' "${1//,/,,}"; }
+
+# job.sh: the caller's exported environment, cwd and argv, all %q-quoted.
+write_job() {
+    local n
+    {
+        echo "# generated by rxe-vm.sh"
+        for n in $(compgen -e); do
+            case $n in PWD|OLDPWD|SHLVL|_|SHELLOPTS|BASHOPTS) continue ;; esac
+            [[ -v $n ]] && printf 'export %s=%q\n' "$n" "${!n}"
+        done
+        # root has CAP_IPC_LOCK anyway, but some tools check the limit.
+        echo "ulimit -l unlimited 2>/dev/null"
+        printf 'cd -- %q || exit 125\n' "$PWD"
+        printf 'exec'; printf ' %q' "${CMD[@]}"; echo
+    } >"$RUN/job.sh"
+}
+
+# Kill what we started (qemu via its pidfile, the timeout wrapper, the tails)
+# and remove the run dir unless --keep.
+PIDS=()
+cleanup() {
+    local p
+    if [ -n "${RUN:-}" ] && [ -s "$RUN/qemu.pid" ]; then
+        kill "$(cat "$RUN/qemu.pid")" 2>/dev/null || true
+    fi
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    if [ -n "${RUN:-}" ] && [ -d "$RUN" ]; then
+        if [ "$KEEP" = 1 ]; then echo "rxe-vm: run dir kept: $RUN" >&2
+        else rm -rf "$RUN"; fi
+    fi
+}
+on_signal() { trap - INT TERM; echo "rxe-vm: interrupted" >&2; exit "$1"; }
+
+console_tail() {
+    echo "rxe-vm: --- guest console (tail) ---" >&2
+    tail -n 40 "$RUN/console.log" >&2 2>/dev/null || true
+    echo "rxe-vm: ---" >&2
+}
+
+run_vm() {
+    local margin qrc=0 rc i append cmdline qpid
+    RUN=$(mktemp -d /tmp/rxevm-run.XXXXXX)
+    chmod 755 "$RUN"
+    write_job
+    : >"$RUN/out"; : >"$RUN/err"; : >"$RUN/console.log"
+    # The command must stop early enough for rc + output to come back.
+    margin=$((TIMEOUT / 8)); [ $margin -le 30 ] || margin=30; [ $margin -ge 8 ] || margin=8
+    {
+        echo "MTU=$MTU NRXE=$NRXE FRESH_TMP=$FRESH_TMP RW_N=${#RW_DIRS[@]}"
+        echo "KVER=$KVER DEADLINE=$(( $(date +%s) + TIMEOUT - margin ))"
+        printf 'KROOT=%q\n' "$KROOT"
+        for i in "${!RW_DIRS[@]}"; do printf 'RW_%d=%q\n' "$i" "${RW_DIRS[$i]}"; done
+    } >"$RUN/conf"
+    append="console=ttyS0 panic=-1 rdinit=/init mitigations=off rxevm.run=$RUN"
+    [ "$VERBOSE" = 1 ] || append="quiet $append"
+    # shellcheck disable=SC2054  # commas are qemu's, not array separators
+    cmdline=(qemu-system-x86_64 -nodefaults -no-user-config -machine pc,accel=tcg
+        -cpu "$CPU" -smp "$SMP" -m "$MEM" -display none -nic none -no-reboot
+        -kernel "$KDIR/vmlinux" -initrd "$INITRD" -append "$append"
+        -serial "file:$RUN/console.log" -pidfile "$RUN/qemu.pid"
+        -fsdev local,id=fsroot,path=/,security_model=none,readonly=on,multidevs=remap
+        -device virtio-9p-pci,fsdev=fsroot,mount_tag=rxevm_root
+        -fsdev "local,id=fsrun,path=$RUN,security_model=none"
+        -device virtio-9p-pci,fsdev=fsrun,mount_tag=rxevm_run)
+    for i in "${!RW_DIRS[@]}"; do
+        cmdline+=(-fsdev "local,id=fsrw$i,path=$(qv "${RW_DIRS[$i]}"),security_model=none"
+                  -device "virtio-9p-pci,fsdev=fsrw$i,mount_tag=rxevm_rw$i")
+    done
+    vlog "booting (timeout ${TIMEOUT}s, command gets at most $((TIMEOUT - margin))s)"
+    timeout -k 5 "$TIMEOUT" "${cmdline[@]}" </dev/null >"$RUN/qemu.log" 2>&1 &
+    qpid=$!; PIDS+=("$qpid")
+    # Stream the command's output live; tail exits once qemu has gone.
+    tail -n +1 -s 0.2 --pid="$qpid" -f "$RUN/out" & PIDS+=($!)
+    tail -n +1 -s 0.2 --pid="$qpid" -f "$RUN/err" >&2 & PIDS+=($!)
+    [ "$VERBOSE" = 0 ] || { tail -n +1 -s 0.2 --pid="$qpid" -f "$RUN/console.log" >&2 & PIDS+=($!); }
+    wait "$qpid" || qrc=$?
+    rm -f "$RUN/qemu.pid"   # never kill a recycled pid in cleanup
+    for i in "${PIDS[@]:1}"; do wait "$i" 2>/dev/null || true; done
+    PIDS=()
+    vlog "qemu exited ($qrc)"
+    rc=$(cat "$RUN/rc" 2>/dev/null || true)
+    if [[ $rc =~ ^[0-9]+$ ]]; then return "$rc"; fi
+    if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
+        echo "rxe-vm: VM timed out after ${TIMEOUT}s" >&2; console_tail; return 124
+    fi
+    echo "rxe-vm: VM failed (qemu rc $qrc, no command status)" >&2
+    cat "$RUN/qemu.log" >&2 2>/dev/null || true
+    console_tail; return 125
+}
+
+main() {
+    parse_args "$@"
+    ensure_packages
+    prepare
+    vlog "kernel $KVER, initramfs $(basename "$INITRD")"
+    if [ "$PREPARE" = 1 ]; then echo "$KDIR/vmlinux"; echo "$INITRD"; exit 0; fi
+    trap cleanup EXIT
+    trap 'on_signal 130' INT
+    trap 'on_signal 143' TERM
+    local rc=0
+    run_vm || rc=$?
+    exit "$rc"
+}
+
+main "$@"

@@ -1,0 +1,74 @@
+#!/bin/bash
+#
+# Tier 1b: loading checks on the host (no RDMA, no GPU needed).
+# Prints "PASS name" / "FAIL name" per test and "N passed, N failed".
+#
+set -uo pipefail
+
+cd "$(dirname "$0")/../.."
+B=$(cd "${RC_GDR_BUILD:-build}" && pwd)
+PLUGIN=$B/src/uct/ib_gdr/.libs/libuct_ib_gdr.so
+FAKE_UCP=$B/test/apps/ucx_version_fake.so
+LOG=$(mktemp -d /tmp/rc_gdr_host.XXXXXX)
+PASSED=0
+FAILED=0
+
+run_test() {
+    local name=$1; shift
+    if "$@" > "$LOG/$name.log" 2>&1; then
+        echo "PASS $name"
+        PASSED=$((PASSED + 1))
+    else
+        echo "FAIL $name"
+        sed 's/^/    | /' "$LOG/$name.log" | tail -30
+        FAILED=$((FAILED + 1))
+    fi
+}
+
+# Built for this UCX: registered, its configuration is listed.
+test_registers_in_matching_ucx() {
+    LD_PRELOAD=$PLUGIN ucx_info -c | grep '^UCX_RC_GDR_TX_QUEUE_LEN='
+}
+
+# Another UCX release (faked through the version the loader sees): a clear
+# error, no registration, no crash.
+test_refuses_other_ucx() {
+    local out rc
+    out=$(LD_PRELOAD=$FAKE_UCP:$PLUGIN RC_GDR_FAKE_UCX_VERSION=1.18.1 \
+          ucx_info -c 2>&1); rc=$?
+    echo "$out" | grep -v '^UCX_' | head -5
+    [ "$rc" = 0 ] &&
+        echo "$out" | grep -q 'built for UCX 1.13.1 but this process runs UCX 1.18.1' &&
+        ! echo "$out" | grep -q '^UCX_RC_GDR_'
+}
+
+test_refuses_other_patch_release() {
+    LD_PRELOAD=$FAKE_UCP:$PLUGIN RC_GDR_FAKE_UCX_VERSION=1.13.2 \
+        ucx_info -c 2>&1 |
+        grep 'runs UCX 1.13.2; the transport is not registered'
+}
+
+# No verbs device and no CUDA driver here: the module loads, lists nothing,
+# and UCX still works.
+test_loads_without_hardware() {
+    LD_PRELOAD=$PLUGIN ucx_info -d > /dev/null &&
+        LD_PRELOAD=$PLUGIN ucx_info -v | grep 'Version 1.13'
+}
+
+test_info_tool_without_hardware() {
+    local rc
+    "$B/src/tools/rc_gdr_info"; rc=$?
+    [ "$rc" = 0 ] || return 1
+    "$B/src/tools/rc_gdr_info" --require-gdr; rc=$?
+    [ "$rc" = 2 ]
+}
+
+run_test module_registers_in_matching_ucx     test_registers_in_matching_ucx
+run_test module_refuses_other_ucx_release     test_refuses_other_ucx
+run_test module_refuses_other_patch_release   test_refuses_other_patch_release
+run_test module_loads_without_rdma_or_cuda    test_loads_without_hardware
+run_test info_tool_says_why_without_hardware  test_info_tool_without_hardware
+
+rm -rf "$LOG"
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" = 0 ]

@@ -1,0 +1,133 @@
+#!/bin/bash
+#
+# Tier 2: real verbs. Runs inside the soft-RoCE guest (contrib/rxe-vm.sh),
+# from the repository root, after a build in $RC_GDR_BUILD (default build/).
+# Prints one "PASS name" / "FAIL name" line per test, the output of a failed
+# test, and "N passed, N failed" at the end; exits non-zero on any failure.
+#
+# Soft-RoCE under qemu TCG is slow: message counts are kept small.
+#
+set -uo pipefail
+
+cd "$(dirname "$0")/../.."
+. contrib/env.sh "${RC_GDR_BUILD:-build}" || exit 2
+B=$RC_GDR_BUILD
+LOG=$(mktemp -d /tmp/rc_gdr_rxe.XXXXXX)
+PASSED=0
+FAILED=0
+PORT=13500
+
+# Runs one test: NAME CMD... ; the command's output goes to a log shown on
+# failure.
+run_test() {
+    local name=$1; shift
+    if "$@" > "$LOG/$name.log" 2>&1; then
+        echo "PASS $name"
+        PASSED=$((PASSED + 1))
+    else
+        echo "FAIL $name"
+        sed 's/^/    | /' "$LOG/$name.log" | tail -40
+        FAILED=$((FAILED + 1))
+    fi
+}
+
+has_rc_gdr_on() {
+    # (no grep -q in pipes: an early exit would fail them under pipefail)
+    ucx_info -d | grep -A1 'Transport: rc_gdr' | grep "Device: $1"
+}
+
+test_ucx_info_devices() {
+    has_rc_gdr_on rxe0:1 && has_rc_gdr_on rxe1:1
+}
+
+test_ucx_info_config() {
+    ucx_info -c | grep -E '^UCX_RC_GDR_(FAILURE_TIMEOUT|TX_QUEUE_LEN)='
+}
+
+# The UCT programs check every byte themselves and end with "0 failed".
+test_uct_verify() {
+    timeout 300 "$B/test/apps/uct_verify" "$@" > "$LOG/uct.out" 2>&1
+    local rc=$?
+    grep -v '^PASS' "$LOG/uct.out"
+    [ "$rc" = 0 ] && grep -q '^[0-9]* passed, 0 failed$' "$LOG/uct.out"
+}
+
+test_peer_death() {
+    test_uct_verify peer-death rxe1:1 rxe0:1 "$1"
+}
+
+test_peer_death_configured() {
+    UCX_RC_GDR_FAILURE_TIMEOUT=2s test_peer_death 3
+}
+
+# ucx_perftest at UCT level: the server takes -x/-d from the client.
+perftest_uct() {
+    local port=$((PORT++))
+    timeout 120 ucx_perftest -p "$port" > "$LOG/server.$port" 2>&1 &
+    local server=$!
+    sleep 0.5
+    timeout 100 ucx_perftest -p "$port" 127.0.0.1 -x rc_gdr -d rxe1:1 "$@" \
+        > "$LOG/client.$port" 2>&1
+    local rc=$?
+    wait "$server"
+    cat "$LOG/client.$port"
+    [ "$rc" = 0 ] && grep -q '^Final:' "$LOG/client.$port"
+}
+
+# ucx_perftest at UCP level, server on rxe0 and client on rxe1 (the traffic
+# crosses the veth); rc_gdr must be the lane UCP chose and must have posted
+# work, with rc_verbs absent from UCX_TLS.
+perftest_ucp() {
+    local port=$((PORT++))
+    export UCX_TLS=rc_gdr,ud_verbs:aux,self UCX_LOG_LEVEL=info
+    UCX_NET_DEVICES=rxe0:1 timeout 120 ucx_perftest -p "$port" \
+        > "$LOG/server.$port" 2>&1 &
+    local server=$!
+    sleep 0.5
+    UCX_NET_DEVICES=rxe1:1 timeout 100 ucx_perftest -p "$port" 127.0.0.1 \
+        "$@" > "$LOG/client.$port" 2>&1
+    local rc=$?
+    wait "$server"
+    unset UCX_TLS UCX_LOG_LEVEL
+    grep -E '^Final:|ep_cfg|rc_gdr:' "$LOG/client.$port"
+    [ "$rc" = 0 ] && grep -q '^Final:' "$LOG/client.$port" &&
+        grep -q '(rc_gdr/rxe1:1)' "$LOG/client.$port" &&
+        grep -Eq 'rc_gdr: rxe1:1 closed: [1-9][0-9]* work requests' \
+            "$LOG/client.$port"
+}
+
+test_mpi() {
+    timeout 200 mpirun --allow-run-as-root --oversubscribe -np 2 \
+        --mca pml ucx --mca btl ^openib,ofi,uct --mca osc ucx \
+        -x UCX_TLS=rc_gdr,ud_verbs:aux,self -x UCX_LOG_LEVEL=info \
+        "$B/test/apps/mpi_verify" > "$LOG/mpi.out" 2>&1
+    local rc=$?
+    grep -E '^(PASS|FAIL|verification)|rc_gdr:' "$LOG/mpi.out"
+    [ "$rc" = 0 ] && grep -q '^verification: PASSED' "$LOG/mpi.out" &&
+        grep -Eq 'rc_gdr: rxe[01]:1 closed: [1-9][0-9]* work requests' \
+            "$LOG/mpi.out"
+}
+
+run_test ucx_info_lists_rc_gdr_on_rxe_ports test_ucx_info_devices
+run_test ucx_info_shows_rc_gdr_config      test_ucx_info_config
+run_test uct_data_all_ops_byte_exact       test_uct_verify data rxe0:1 rxe1:1
+run_test uct_corrupt_addresses_refused     test_uct_verify bad-address rxe0:1
+run_test uct_peer_killed_reported_in_10s   test_peer_death 10
+run_test uct_peer_killed_configured_bound  test_peer_death_configured
+run_test perftest_uct_put_bw_zcopy  perftest_uct -t put_bw -D zcopy -s 65536 -n 200
+run_test perftest_uct_put_bw_bcopy  perftest_uct -t put_bw -D bcopy -s 8192 -n 200
+run_test perftest_uct_get_zcopy     perftest_uct -t get -D zcopy -s 65536 -n 200
+run_test perftest_uct_get_bcopy     perftest_uct -t get -D bcopy -s 8192 -n 200
+run_test perftest_uct_am_bw_bcopy   perftest_uct -t am_bw -D bcopy -s 8192 -n 200
+run_test perftest_uct_am_lat        perftest_uct -t am_lat -s 8 -n 500
+run_test perftest_uct_put_lat       perftest_uct -t put_lat -s 8 -n 500
+run_test perftest_ucp_tag_bw        perftest_ucp -t tag_bw -s 65536 -n 100
+run_test perftest_ucp_tag_lat       perftest_ucp -t tag_lat -s 8 -n 200
+run_test perftest_ucp_put_bw        perftest_ucp -t ucp_put_bw -s 65536 -n 100
+run_test perftest_ucp_get           perftest_ucp -t ucp_get -s 65536 -n 100
+run_test perftest_ucp_stream_bw     perftest_ucp -t stream_bw -s 65536 -n 100
+run_test mpi_2ranks_p2p_and_rma_verified test_mpi
+
+rm -rf "$LOG"
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" = 0 ]
