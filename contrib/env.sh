@@ -33,7 +33,11 @@ case ":${LD_PRELOAD:-}:" in
 *":$rc_gdr_lib:"*) ;;
 *) export LD_PRELOAD="$rc_gdr_lib${LD_PRELOAD:+:$LD_PRELOAD}" ;;
 esac
-export UCX_PLUGIN_PATH="$rc_gdr_build/src/uct/ib_gdr/.libs${UCX_PLUGIN_PATH:+:$UCX_PLUGIN_PATH}"
+# UCX_PLUGIN_PATH exists from UCX 1.22; older releases warn about it.
+case "$(ucx_info -v 2>/dev/null | sed -n 's/^# Version \([0-9]*\.[0-9]*\).*/\1/p')" in
+1.[0-9]|1.1[0-9]|1.2[01]) ;;
+*) export UCX_PLUGIN_PATH="$rc_gdr_build/src/uct/ib_gdr/.libs${UCX_PLUGIN_PATH:+:$UCX_PLUGIN_PATH}" ;;
+esac
 export OMPI_MCA_pml_ucx_tls=any
 export OMPI_MCA_pml_ucx_devices=any
 export RC_GDR_BUILD="$rc_gdr_build"

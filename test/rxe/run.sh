@@ -31,6 +31,18 @@ run_test() {
     fi
 }
 
+# A server must listen before its client starts: a fixed sleep is not enough
+# on a loaded 2-core host.
+wait_listen() {
+    local i
+    for i in $(seq 150); do
+        ss -ltn 2>/dev/null | grep -q ":$1 " && return 0
+        sleep 0.2
+    done
+    echo "nothing listens on port $1 after 30 s"
+    return 1
+}
+
 has_rc_gdr_on() {
     # (no grep -q in pipes: an early exit would fail them under pipefail)
     ucx_info -d | grep -A1 'Transport: rc_gdr' | grep "Device: $1"
@@ -65,7 +77,7 @@ perftest_uct() {
     local port=$((PORT++))
     timeout 120 ucx_perftest -p "$port" > "$LOG/server.$port" 2>&1 &
     local server=$!
-    sleep 0.5
+    wait_listen "$port" || return 1
     timeout 100 ucx_perftest -p "$port" 127.0.0.1 -x rc_gdr -d rxe1:1 "$@" \
         > "$LOG/client.$port" 2>&1
     local rc=$?
@@ -83,7 +95,7 @@ perftest_ucp() {
     UCX_NET_DEVICES=rxe0:1 timeout 120 ucx_perftest -p "$port" \
         > "$LOG/server.$port" 2>&1 &
     local server=$!
-    sleep 0.5
+    wait_listen "$port" || return 1
     UCX_NET_DEVICES=rxe1:1 timeout 100 ucx_perftest -p "$port" 127.0.0.1 \
         "$@" > "$LOG/client.$port" 2>&1
     local rc=$?
