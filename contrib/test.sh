@@ -1,0 +1,86 @@
+#!/bin/bash
+#
+# Runs every test tier on this machine, after setting it up from scratch:
+#   1  unit tests (googletest; no hardware)
+#   1b loading checks on the host (UCX version refusal, no-hardware paths)
+#   2  real verbs in the soft-RoCE guest: UCT, UCP (ucx_perftest), Open MPI,
+#      faults, byte-exact data
+#   3  GPU tests: run where a CUDA driver and GPU are present, skipped (and
+#      said so) elsewhere
+# and ends with one line "N passed, N failed" totalled over the tiers run.
+#
+# Usage: contrib/test.sh [--no-vm]
+#
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+RUN_VM=1
+[ "${1:-}" = "--no-vm" ] && RUN_VM=0
+
+PASSED=0
+FAILED=0
+SKIPPED=0
+
+tally() { # passed failed skipped
+    PASSED=$((PASSED + $1)); FAILED=$((FAILED + $2)); SKIPPED=$((SKIPPED + $3))
+}
+
+# Reads "N passed, N failed" from the last such line of a tier's output; a
+# tier that printed none (it crashed or hung) counts as one failure.
+tally_plain() {
+    local line
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n1)
+    if [ -z "$line" ]; then
+        tally 0 1 0
+        return
+    fi
+    tally "$(echo "$line" | awk '{print $1}')" \
+          "$(echo "$line" | awk '{print $3}')" 0
+}
+
+# Reads googletest's summary; no summary at all means the binary crashed.
+tally_gtest() {
+    local p f s
+    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$1" | tail -n1)
+    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$1" | tail -n1)
+    s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$1" | tail -n1)
+    [ -z "$p" ] && f=${f:-1}
+    tally "${p:-0}" "${f:-0}" "${s:-0}"
+}
+
+echo "== setup and build"
+if ! contrib/build.sh; then
+    echo "build failed"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+OUT=$(mktemp -d /tmp/rc_gdr_test.XXXXXX)
+
+echo "== tier 1: unit tests"
+build/test/gtest/gtest_rc_gdr 2>&1 | tee "$OUT/unit" |
+    grep -E '^\[  (FAILED|SKIPPED|PASSED) |^\[ +(FAILED|SKIPPED) +\]' || true
+tally_gtest "$OUT/unit"
+
+echo "== tier 1b: loading checks on the host"
+test/host/run.sh 2>&1 | tee "$OUT/host"
+tally_plain "$OUT/host"
+
+if [ "$RUN_VM" = 1 ]; then
+    echo "== tier 2: real verbs in the soft-RoCE guest"
+    contrib/rxe-vm.sh --timeout 2400 -- test/rxe/run.sh 2>&1 | tee "$OUT/rxe"
+    tally_plain "$OUT/rxe"
+fi
+
+echo "== tier 3: GPU"
+if [ -e /dev/nvidiactl ] || [ -e /dev/nvidia0 ]; then
+    test/gpu/run_gpu_tests.sh 2>&1 | tee "$OUT/gpu"
+    tally_gtest "$OUT/gpu"
+else
+    echo "SKIP tier 3: no GPU on this machine (the GPU suites run where" \
+         "a CUDA driver and device are present)"
+fi
+
+rm -rf "$OUT"
+echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"
+[ "$FAILED" = 0 ]
