@@ -12,7 +12,9 @@
 #  include "config.h"
 #endif
 
+#include <uct/ib_gdr/rc_gdr_cuda.h>
 #include <uct/ib_gdr/rc_gdr_gate.h>
+#include <uct/ib_gdr/rc_gdr_probe.h>
 #include <uct/ib_gdr/rc_gdr_topo.h>
 
 #include <ucs/sys/string.h>
@@ -38,9 +40,11 @@
 
 
 typedef struct rc_gdr_info_gpu {
-    char                     name[16];     /* "GPU0", in PCI bus order */
+    char                     name[16];     /* "GPU0" */
     char                     bdf[UCT_RC_GDR_BDF_MAX];
     uct_rc_gdr_gate_gpu_t    facts;
+    int                      ordinal;      /* CUDA ordinal, -1: no driver */
+    uct_rc_gdr_probe_gpu_t   probe;        /* when the driver answered */
 } rc_gdr_info_gpu_t;
 
 
@@ -123,17 +127,50 @@ static int rc_gdr_info_parse_args(int argc, char **argv, rc_gdr_info_t *info)
 }
 
 /*
- * The one place that will ask the CUDA driver (through the rc_gdr CUDA shim)
- * for the GPU's attributes. Until it does, the attributes are unknown, and
- * the chain says so rather than guessing.
+ * A GPU found in sysfs without a usable CUDA driver: its attributes are
+ * unknown, and the chain says so rather than guessing.
  */
 static void rc_gdr_info_fill_gpu_facts(rc_gdr_info_gpu_t *gpu)
 {
+    gpu->ordinal                = -1;
     gpu->facts.name             = gpu->name;
     gpu->facts.pci_bdf          = gpu->bdf;
     gpu->facts.gdr_supported    = -1;
     gpu->facts.dmabuf_supported = -1;
-    gpu->facts.query_error      = "CUDA driver not queried";
+    gpu->facts.query_error      = "no usable CUDA driver (libcuda.so.1)";
+}
+
+/* The GPUs the CUDA driver reports, with their attributes. */
+static int rc_gdr_info_find_cuda_gpus(rc_gdr_info_t *info)
+{
+    uct_rc_gdr_cuda_driver_info_t driver;
+    rc_gdr_info_gpu_t *gpu;
+    int ordinal, count;
+
+    if ((uct_rc_gdr_cuda_init() != UCS_OK) ||
+        (uct_rc_gdr_cuda_device_count(&count) != UCS_OK) || (count == 0)) {
+        return 0;
+    }
+
+    for (ordinal = 0; (ordinal < count) &&
+                      (info->num_gpus < RC_GDR_INFO_MAX_GPUS); ++ordinal) {
+        gpu = &info->gpus[info->num_gpus++];
+        uct_rc_gdr_probe_gpu(ordinal, &gpu->probe);
+        gpu->ordinal = ordinal;
+        gpu->facts   = gpu->probe.facts;
+        ucs_strncpy_safe(gpu->name, gpu->probe.name, sizeof(gpu->name));
+        ucs_strncpy_safe(gpu->bdf, gpu->probe.attr.pci_bus_id,
+                         sizeof(gpu->bdf));
+        gpu->facts.name    = gpu->name;
+        gpu->facts.pci_bdf = gpu->bdf;
+    }
+
+    if ((uct_rc_gdr_cuda_driver_info(&driver) == UCS_OK) && driver.emulated) {
+        printf("NOTE: the CUDA driver is the project's stand-in (%s): every "
+               "GPU below is EMULATED (host memory behind device pointers)\n",
+               driver.library);
+    }
+    return 1;
 }
 
 static unsigned rc_gdr_info_read_hex(const char *root, const char *bdf,
@@ -161,13 +198,18 @@ static int rc_gdr_info_gpu_compare(const void *a, const void *b)
                   ((const rc_gdr_info_gpu_t*)b)->bdf);
 }
 
-/* NVIDIA functions of class 3D controller (0x0302xx) or VGA (0x0300xx) */
+/* The CUDA driver's GPUs; without a driver, the NVIDIA functions of class
+ * 3D controller (0x0302xx) or VGA (0x0300xx) in sysfs. */
 static void rc_gdr_info_find_gpus(rc_gdr_info_t *info)
 {
     char path[PATH_MAX];
     struct dirent *entry;
     unsigned pci_class, i;
     DIR *dir;
+
+    if (rc_gdr_info_find_cuda_gpus(info)) {
+        return;
+    }
 
     snprintf(path, sizeof(path), "%s/bus/pci/devices", info->sysfs_root);
     dir = opendir(path);
@@ -408,8 +450,9 @@ static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
         printf("GPUs: %s\n", info->no_gpu);
     }
     for (i = 0; i < info->num_gpus; ++i) {
-        printf("%s %s (numbered in PCI order; the CUDA ordinal may differ)\n",
-               info->gpus[i].name, info->gpus[i].bdf);
+        printf("%s %s%s\n", info->gpus[i].name, info->gpus[i].bdf,
+               (info->gpus[i].ordinal >= 0) ? " (CUDA ordinal)" :
+               " (numbered in PCI order: no CUDA driver answered)");
     }
     if (info->num_nics == 0) {
         printf("NICs: %s\n", info->no_nic);
@@ -419,6 +462,42 @@ static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
                info->nics[i].facts.port_num, info->nics[i].port_state);
     }
     printf("\n");
+}
+
+/* Test registrations of a buffer of @a gpu with @a nic's device. */
+static int rc_gdr_info_probe_pair(const rc_gdr_info_gpu_t *gpu,
+                                  const rc_gdr_info_nic_t *nic,
+                                  uct_rc_gdr_probe_nic_t *probed)
+{
+    struct ibv_device **devices, *device = NULL;
+    struct ibv_context *context;
+    struct ibv_pd *pd;
+    int i, num_devices, ok = 0;
+
+    devices = ibv_get_device_list(&num_devices);
+    if (devices == NULL) {
+        return 0;
+    }
+
+    for (i = 0; i < num_devices; ++i) {
+        if (!strcmp(ibv_get_device_name(devices[i]), nic->name)) {
+            device = devices[i];
+        }
+    }
+
+    context = (device != NULL) ? ibv_open_device(device) : NULL;
+    pd      = (context != NULL) ? ibv_alloc_pd(context) : NULL;
+    if (pd != NULL) {
+        uct_rc_gdr_probe_nic(context, pd, nic->facts.port_num, &gpu->probe,
+                             "/sys", probed);
+        ok = 1;
+        ibv_dealloc_pd(pd);
+    }
+    if (context != NULL) {
+        ibv_close_device(context);
+    }
+    ibv_free_device_list(devices);
+    return ok;
 }
 
 /* Evaluate and print one pair; returns whether it has a GDR lane */
@@ -432,9 +511,19 @@ static int rc_gdr_info_pair(const rc_gdr_info_t *info,
     char why[UCT_RC_GDR_GATE_WHY_MAX];
     uct_rc_gdr_dir_t dir;
 
+    const uct_rc_gdr_gate_nic_t *nic_facts = &nic->facts;
+    uct_rc_gdr_probe_nic_t probed;
+
+    /* With a driver, the mechanisms are proven by registering a buffer of
+     * this GPU with this NIC. */
+    if ((gpu->ordinal >= 0) &&
+        rc_gdr_info_probe_pair(gpu, nic, &probed)) {
+        nic_facts = &probed.facts;
+    }
+
     status = uct_rc_gdr_topo_classify(info->sysfs_root, gpu->bdf, nic->name,
                                       &topo);
-    status = uct_rc_gdr_gate_evaluate(&gpu->facts, &nic->facts,
+    status = uct_rc_gdr_gate_evaluate(&gpu->facts, nic_facts,
                                       (status == UCS_OK) ? &topo : NULL,
                                       &info->config, &result);
     if ((status != UCS_OK) && (status != UCS_ERR_UNSUPPORTED)) {

@@ -127,6 +127,7 @@ typedef struct {
     int                  driver_version;
     int                  by_proc_address;
     unsigned             num_missing;
+    int                  emulated;
     uct_rc_gdr_cuda_fn_t fn;
 } uct_rc_gdr_cuda_driver_t;
 
@@ -335,6 +336,9 @@ static void uct_rc_gdr_cuda_load(void)
     }
 
     drv->by_proc_address = (get_proc != NULL) && (num_dlsym == 0);
+    /* The stand-in driver exports its test control; a real one never does */
+    drv->emulated        = (dlsym(drv->handle, "rc_gdr_fake_cuda_control") !=
+                            NULL);
 
     res = drv->fn.init(0);
     if (res != CUDA_SUCCESS) {
@@ -393,6 +397,7 @@ ucs_status_t uct_rc_gdr_cuda_driver_info(uct_rc_gdr_cuda_driver_info_t *info_p)
     info_p->driver_version  = uct_rc_gdr_cuda_drv.driver_version;
     info_p->by_proc_address = uct_rc_gdr_cuda_drv.by_proc_address;
     info_p->num_missing     = uct_rc_gdr_cuda_drv.num_missing;
+    info_p->emulated        = uct_rc_gdr_cuda_drv.emulated;
     return UCS_OK;
 }
 

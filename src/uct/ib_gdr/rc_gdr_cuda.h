@@ -55,6 +55,9 @@ typedef struct uct_rc_gdr_cuda_driver_info {
     int        by_proc_address;   /* 1: entry points from cuGetProcAddress_v2,
                                      0: from dlsym() of versioned names */
     unsigned   num_missing;       /* optional entry points the driver lacks */
+    int        emulated;          /* 1: the project's stand-in driver
+                                     (test/fake_cuda): "GPU" memory is host
+                                     memory, and results must say so */
 } uct_rc_gdr_cuda_driver_info_t;
 
 

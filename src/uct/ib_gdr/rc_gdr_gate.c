@@ -741,6 +741,7 @@ static void uct_rc_gdr_gate_check_iommu(uct_rc_gdr_gate_result_t *result,
 }
 
 static void uct_rc_gdr_gate_check_topo(uct_rc_gdr_gate_result_t *result,
+                                       const uct_rc_gdr_gate_gpu_t *gpu,
                                        const uct_rc_gdr_topo_t *topo,
                                        const uct_rc_gdr_gate_config_t *config,
                                        int *fail_p)
@@ -762,6 +763,16 @@ static void uct_rc_gdr_gate_check_topo(uct_rc_gdr_gate_result_t *result,
     result->dist = topo->dist;
     snprintf(source, sizeof(source), "%s/bus/pci/devices, class/infiniband/"
              "%s/device", topo->sysfs_root, topo->nic_name);
+    if (gpu->emulated) {
+        /* Emulated GPU memory is host memory: no PCIe peer-to-peer path is
+         * involved, whatever the NIC. Real GPUs never get here. */
+        uct_rc_gdr_gate_add(result, "topo.distance", UCT_RC_GDR_VERDICT_PASS,
+                            NULL, NULL, "the stand-in CUDA driver",
+                            "not applicable: EMULATED GPU (host memory); "
+                            "sysfs says: %s", topo->reason);
+        return;
+    }
+
     if (topo->dist == UCT_RC_GDR_DIST_UNKNOWN) {
         /* No level makes an unknown distance close enough */
         index = uct_rc_gdr_gate_add(result, "topo.distance",
@@ -859,7 +870,7 @@ ucs_status_t uct_rc_gdr_gate_evaluate(const uct_rc_gdr_gate_gpu_t *gpu,
     uct_rc_gdr_gate_check_port(result, nic, &fail_chain);
     gdr_lane = uct_rc_gdr_gate_check_reg(result, gpu, nic, config,
                                          &fail_chain);
-    uct_rc_gdr_gate_check_topo(result, topo, config, &fail_chain);
+    uct_rc_gdr_gate_check_topo(result, gpu, topo, config, &fail_chain);
 
     /* Step 5, and the lane per direction */
     for (dir = 0; dir < UCT_RC_GDR_DIR_LAST; ++dir) {

@@ -111,6 +111,9 @@ typedef struct uct_rc_gdr_gate_gpu {
     /* CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED: 1, 0, -1 not read */
     int                       dmabuf_supported;
     const char                *query_error; /* why an attribute is -1 */
+    /* 1: the stand-in CUDA driver: "GPU" memory is host memory, which any
+     * NIC, virtual ones included, reaches without PCIe peer-to-peer */
+    int                       emulated;
 } uct_rc_gdr_gate_gpu_t;
 
 

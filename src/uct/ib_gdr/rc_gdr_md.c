@@ -13,6 +13,8 @@
 
 #include "rc_gdr_md.h"
 #include "rc_gdr_addr.h"
+#include "rc_gdr_cuda.h"
+#include "rc_gdr_probe.h"
 
 #include <ucm/api/ucm.h>
 #include <ucs/debug/log.h>
@@ -22,12 +24,51 @@
 
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 
 ucs_config_field_t uct_rc_gdr_md_config_table[] = {
     {"", "", NULL,
      ucs_offsetof(uct_rc_gdr_md_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_md_config_table)},
+
+    {"MAX_DISTANCE", UCT_RC_GDR_GATE_DEFAULT_MAX_DISTANCE,
+     "Farthest PCIe distance between GPU and NIC at which GPU memory is "
+     "registered with the NIC: LOC, PIX, PXB, PHB, NODE or SYS (as in "
+     "nvidia-smi topo). An unknown distance never qualifies.",
+     ucs_offsetof(uct_rc_gdr_md_config_t, max_distance),
+     UCS_CONFIG_TYPE_STRING},
+
+    {"NIC_READS_GPU", UCT_RC_GDR_GATE_DEFAULT_POLICY,
+     "Sending from GPU memory by NIC reads: auto (when every check holds, "
+     "else the bounce lane), yes (when every check holds, else an error), "
+     "no (always the bounce lane).",
+     ucs_offsetof(uct_rc_gdr_md_config_t, nic_reads_gpu),
+     UCS_CONFIG_TYPE_STRING},
+
+    {"NIC_WRITES_GPU", UCT_RC_GDR_GATE_DEFAULT_POLICY,
+     "Receiving into GPU memory by NIC writes: auto, yes or no (as above).",
+     ucs_offsetof(uct_rc_gdr_md_config_t, nic_writes_gpu),
+     UCS_CONFIG_TYPE_STRING},
+
+    {"REG_METHODS", UCT_RC_GDR_GATE_DEFAULT_REG_METHODS,
+     "Registration mechanisms for GPU memory, in order of preference: dmabuf "
+     "(cuMemGetHandleForAddressRange + ibv_reg_dmabuf_mr), peermem "
+     "(ibv_reg_mr on the CUDA pointer, nvidia-peermem). Each is proven by a "
+     "test registration when the memory domain opens.",
+     ucs_offsetof(uct_rc_gdr_md_config_t, reg_methods),
+     UCS_CONFIG_TYPE_STRING},
+
+    {"BOUNCE", UCT_RC_GDR_GATE_DEFAULT_BOUNCE,
+     "Allow the bounce lane (pinned host staging) for GPU memory the NIC "
+     "cannot reach directly.",
+     ucs_offsetof(uct_rc_gdr_md_config_t, bounce), UCS_CONFIG_TYPE_STRING},
+
+    {"REQUIRE", UCT_RC_GDR_GATE_DEFAULT_REQUIRE,
+     "no: fall back as the checks decide; gdr: every direction not turned "
+     "off must use GPUDirect RDMA, else opening the memory domain fails, "
+     "naming the failing check.",
+     ucs_offsetof(uct_rc_gdr_md_config_t, require), UCS_CONFIG_TYPE_STRING},
 
     {NULL}
 };
@@ -87,6 +128,7 @@ static void uct_rc_gdr_md_close(uct_md_h tl_md)
     ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, uct_rc_gdr_md_vm_unmapped,
                             md);
     uct_rc_gdr_rcache_destroy(md->rcache);
+    ucs_free(md->gpus);
     ibv_dealloc_pd(md->pd);
     ibv_close_device(md->ibv_ctx);
     ucs_free(md);
@@ -116,6 +158,14 @@ static ucs_status_t uct_rc_gdr_md_query(uct_md_h tl_md,
     md_attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     md_attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     md_attr->cap.detect_mem_types = 0;
+    if (md->num_gpus > 0) {
+        /* Registered with the NIC or, failing that, for the bounce lane;
+         * detected so that UCP classifies GPU memory without cuda_copy. */
+        md_attr->cap.reg_mem_types    |= UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
+                                         UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
+        md_attr->cap.detect_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
+                                         UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
+    }
     md_attr->cap.alloc_mem_types  = 0;
     md_attr->cap.max_alloc        = 0;
     md_attr->cap.max_reg          = md->dev_attr.max_mr_size;
@@ -146,12 +196,165 @@ ucs_status_t uct_rc_gdr_md_reg_internal(uct_rc_gdr_md_t *md, void *address,
 }
 
 
+/* Access a GPU registration grants: only the directions the gate allows,
+ * so the NIC itself enforces the policy. */
+static int uct_rc_gdr_md_gpu_access(const uct_rc_gdr_md_gpu_t *gpu)
+{
+    int access = 0;
+
+    if (gpu->lane[UCT_RC_GDR_DIR_NIC_WRITES_GPU] <= UCT_RC_GDR_LANE_GDR_PEERMEM) {
+        access |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                  IBV_ACCESS_REMOTE_ATOMIC;
+    }
+    if (gpu->lane[UCT_RC_GDR_DIR_NIC_READS_GPU] <= UCT_RC_GDR_LANE_GDR_PEERMEM) {
+        access |= IBV_ACCESS_REMOTE_READ;
+    }
+    return access;
+}
+
+
+/* The mechanism both directions share: the gate picks it before it looks
+ * at the direction policy. */
+static uct_rc_gdr_lane_t uct_rc_gdr_md_gpu_mechanism(const uct_rc_gdr_md_gpu_t *gpu,
+                                                    uct_rc_gdr_cuda_mem_kind_t kind)
+{
+    uct_rc_gdr_lane_t lane = ucs_min(gpu->lane[UCT_RC_GDR_DIR_NIC_READS_GPU],
+                                     gpu->lane[UCT_RC_GDR_DIR_NIC_WRITES_GPU]);
+
+    if (lane > UCT_RC_GDR_LANE_GDR_PEERMEM) {
+        return UCT_RC_GDR_LANE_BOUNCE;
+    }
+
+    /* Managed memory may migrate to the host under the NIC's feet, and a
+     * stream-ordered pool cannot be exported as a DMA-BUF: such memory is
+     * never registered as plain device memory. */
+    if (kind == UCT_RC_GDR_CUDA_MEM_MANAGED) {
+        return UCT_RC_GDR_LANE_BOUNCE;
+    }
+    if ((kind == UCT_RC_GDR_CUDA_MEM_POOL) &&
+        (lane == UCT_RC_GDR_LANE_GDR_DMABUF)) {
+        return UCT_RC_GDR_LANE_BOUNCE;
+    }
+    return lane;
+}
+
+
+static ucs_status_t uct_rc_gdr_md_reg_dmabuf(uct_rc_gdr_md_t *md,
+                                             uct_rc_gdr_rcache_region_t *region,
+                                             int access, struct ibv_mr **mr_p)
+{
+    size_t length = region->end - region->start;
+    size_t offset, aligned_len;
+    void *aligned_base;
+    ucs_status_t status;
+    struct ibv_mr *mr;
+    int fd;
+
+    /* The page-aligned range is exported; the offset locates the region in
+     * it, so an interior address is not registered as its allocation's
+     * start. The fd is closed at once: the MR keeps the attachment. */
+    status = uct_rc_gdr_cuda_dmabuf_export((void*)region->start, length, 0,
+                                           &fd, &offset, &aligned_base,
+                                           &aligned_len);
+    if (status != UCS_OK) {
+        ucs_error("rc_gdr: %s: DMA-BUF export of %p..%p failed: %s", md->name,
+                  (void*)region->start, (void*)region->end,
+                  ucs_status_string(status));
+        return status;
+    }
+
+    mr = ibv_reg_dmabuf_mr(md->pd, offset, length, region->start, fd, access);
+    if (mr == NULL) {
+        ucs_error("rc_gdr: %s: ibv_reg_dmabuf_mr(%p, %zu, offset %zu) "
+                  "failed: %m", md->name, (void*)region->start, length,
+                  offset);
+        close(fd);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    close(fd);
+    *mr_p = mr;
+    return UCS_OK;
+}
+
+
+static ucs_status_t uct_rc_gdr_md_region_reg_gpu(uct_rc_gdr_md_t *md,
+                                                 uct_rc_gdr_rcache_region_t *region,
+                                                 uct_rc_gdr_mr_t *gdr_mr)
+{
+    uct_rc_gdr_cuda_mem_info_t info;
+    const uct_rc_gdr_md_gpu_t *gpu;
+    ucs_status_t status;
+    struct ibv_mr *mr;
+    int access;
+
+    status = uct_rc_gdr_cuda_mem_query((void*)region->start,
+                                       region->end - region->start, &info);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if ((info.device_ordinal < 0) || (info.device_ordinal >= md->num_gpus)) {
+        ucs_error("rc_gdr: %s: %p belongs to no known GPU (ordinal %d)",
+                  md->name, (void*)region->start, info.device_ordinal);
+        return UCS_ERR_INVALID_ADDR;
+    }
+
+    gpu             = &md->gpus[info.device_ordinal];
+    gdr_mr->gpu     = info.device_ordinal;
+    gdr_mr->lane    = uct_rc_gdr_md_gpu_mechanism(gpu, info.kind);
+    gdr_mr->mr      = NULL;
+    gdr_mr->rkey_flags = UCT_RC_GDR_RKEY_FLAG_GPU |
+                         (gpu->flush_read ? UCT_RC_GDR_RKEY_FLAG_FLUSH_READ :
+                                            0);
+    access          = uct_rc_gdr_md_gpu_access(gpu);
+
+    /* A GPU buffer the NIC touches must see completed memory operations
+     * in order with them (CU_POINTER_ATTRIBUTE_SYNC_MEMOPS). */
+    uct_rc_gdr_cuda_set_sync_memops((void*)region->start);
+
+    switch (gdr_mr->lane) {
+    case UCT_RC_GDR_LANE_GDR_DMABUF:
+        status = uct_rc_gdr_md_reg_dmabuf(md, region, access, &gdr_mr->mr);
+        if (status != UCS_OK) {
+            return status;
+        }
+        ++md->stats.dmabuf_regs;
+        break;
+    case UCT_RC_GDR_LANE_GDR_PEERMEM:
+        mr = ibv_reg_mr(md->pd, (void*)region->start,
+                        region->end - region->start, access);
+        if (mr == NULL) {
+            ucs_error("rc_gdr: %s: ibv_reg_mr of GPU memory %p..%p failed: "
+                      "%m", md->name, (void*)region->start,
+                      (void*)region->end);
+            return UCS_ERR_IO_ERROR;
+        }
+        gdr_mr->mr = mr;
+        ++md->stats.peermem_regs;
+        break;
+    default:
+        /* A bounce registration succeeds without a NIC key, and says so in
+         * its rkey: the bounce lane moves this memory. */
+        ++md->stats.bounce_regs;
+        return UCS_OK;
+    }
+
+    gdr_mr->rkey_flags |= UCT_RC_GDR_RKEY_FLAG_NIC;
+    return UCS_OK;
+}
+
+
 static ucs_status_t
 uct_rc_gdr_md_region_reg(void *arg, uct_rc_gdr_rcache_region_t *region)
 {
     uct_rc_gdr_md_t *md     = arg;
     uct_rc_gdr_mr_t *gdr_mr = uct_rc_gdr_rcache_region_priv(region);
     ucs_status_t status;
+
+    if (region->mem_type != UCS_MEMORY_TYPE_HOST) {
+        return uct_rc_gdr_md_region_reg_gpu(md, region, gdr_mr);
+    }
 
     status = uct_rc_gdr_md_reg_internal(md, (void*)region->start,
                                         region->end - region->start,
@@ -161,6 +364,9 @@ uct_rc_gdr_md_region_reg(void *arg, uct_rc_gdr_rcache_region_t *region)
     }
 
     gdr_mr->rkey_flags = UCT_RC_GDR_RKEY_FLAG_NIC;
+    gdr_mr->lane       = UCT_RC_GDR_LANE_GDR_PEERMEM; /* direct NIC access */
+    gdr_mr->gpu        = -1;
+    ++md->stats.host_regs;
     return UCS_OK;
 }
 
@@ -193,11 +399,26 @@ static const uct_rc_gdr_rcache_ops_t uct_rc_gdr_md_rcache_ops = {
 static ucs_status_t uct_rc_gdr_md_mem_reg(UCT_RC_GDR_MEM_REG_ARGS)
 {
     uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
+    uct_rc_gdr_cuda_mem_info_t info;
     uct_rc_gdr_rcache_region_t *region;
     ucs_status_t status;
 
+    info.mem_type  = UCS_MEMORY_TYPE_HOST;
+    info.buffer_id = 0;
+    if (md->num_gpus > 0) {
+        /* The buffer ID identifies the allocation: a reused address with a
+         * new ID never hits the registration of a freed one. */
+        status = uct_rc_gdr_cuda_mem_query(address, length, &info);
+        if (status != UCS_OK) {
+            return status;
+        }
+        if (info.kind == UCT_RC_GDR_CUDA_MEM_PINNED) {
+            info.mem_type = UCS_MEMORY_TYPE_HOST;
+        }
+    }
+
     status = uct_rc_gdr_rcache_get(md->rcache, address, length,
-                                   UCS_MEMORY_TYPE_HOST, 0, &region);
+                                   info.mem_type, info.buffer_id, &region);
     if (status != UCS_OK) {
         return status;
     }
@@ -231,8 +452,39 @@ static ucs_status_t uct_rc_gdr_md_mem_query(uct_md_h tl_md, const void *address,
                                             size_t length,
                                             uct_md_mem_attr_t *mem_attr)
 {
-    /* Host memory only until the CUDA shim detects device pointers. */
-    return UCS_ERR_UNSUPPORTED;
+    uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
+    uct_rc_gdr_cuda_mem_info_t info;
+    ucs_status_t status;
+
+    if (md->num_gpus == 0) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    status = uct_rc_gdr_cuda_mem_query(address, length, &info);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if (info.mem_type == UCS_MEMORY_TYPE_HOST) {
+        /* Not ours to describe: UCP asks the next detecting md. */
+        return UCS_ERR_INVALID_ADDR;
+    }
+
+    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_MEM_TYPE) {
+        mem_attr->mem_type = info.mem_type;
+    }
+    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_SYS_DEV) {
+        mem_attr->sys_dev = UCS_SYS_DEVICE_ID_UNKNOWN;
+    }
+    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_BASE_ADDRESS) {
+        mem_attr->base_address = (info.base_address != NULL) ?
+                                 info.base_address : (void*)address;
+    }
+    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_ALLOC_LENGTH) {
+        mem_attr->alloc_length = (info.alloc_length != 0) ?
+                                 info.alloc_length : length;
+    }
+    return UCS_OK;
 }
 
 
@@ -240,7 +492,39 @@ static ucs_status_t
 uct_rc_gdr_md_detect_memory_type(uct_md_h tl_md, const void *address,
                                  size_t length, ucs_memory_type_t *mem_type_p)
 {
-    return UCS_ERR_UNSUPPORTED;
+    uct_md_mem_attr_t mem_attr;
+    ucs_status_t status;
+
+    mem_attr.field_mask = UCT_MD_MEM_ATTR_FIELD_MEM_TYPE;
+    status = uct_rc_gdr_md_mem_query(tl_md, address, length, &mem_attr);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    *mem_type_p = mem_attr.mem_type;
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_rc_gdr_md_stats_query(uct_md_h tl_md,
+                                       uct_rc_gdr_md_stats_t *stats)
+{
+    uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
+    uct_rc_gdr_rcache_stats_t rcache;
+
+    if (stats->size != sizeof(*stats)) {
+        return UCS_ERR_INVALID_PARAM; /* a caller built for another layout */
+    }
+
+    uct_rc_gdr_rcache_stats(md->rcache, &rcache);
+    *stats               = md->stats;
+    stats->size          = sizeof(*stats);
+    stats->cache_hits    = rcache.hits;
+    stats->cache_entries = rcache.entries;
+    stats->invalidations = rcache.invalidations;
+    stats->num_gpus      = md->num_gpus;
+    stats->emulated_gpu  = md->emulated_gpu;
+    return UCS_OK;
 }
 
 
@@ -273,6 +557,101 @@ ucs_status_t uct_rc_gdr_md_rkey_unpack(UCT_RC_GDR_RKEY_UNPACK_ARGS)
     *rkey_p   = uct_rc_gdr_rkey_to_uct(&rkey);
     *handle_p = NULL;
     return UCS_OK;
+}
+
+
+static ucs_status_t
+uct_rc_gdr_md_gate_config(const uct_rc_gdr_md_config_t *config,
+                          uct_rc_gdr_gate_config_t *gate_config)
+{
+    const struct {
+        const char *name;
+        const char *value;
+    } knobs[] = {
+        {"MAX_DISTANCE",   config->max_distance},
+        {"NIC_READS_GPU",  config->nic_reads_gpu},
+        {"NIC_WRITES_GPU", config->nic_writes_gpu},
+        {"REG_METHODS",    config->reg_methods},
+        {"BOUNCE",         config->bounce},
+        {"REQUIRE",        config->require}
+    };
+    ucs_status_t status;
+    size_t i;
+
+    uct_rc_gdr_gate_config_init(gate_config);
+    for (i = 0; i < ucs_static_array_size(knobs); ++i) {
+        status = uct_rc_gdr_gate_config_set(gate_config, knobs[i].name,
+                                            knobs[i].value);
+        if (status != UCS_OK) {
+            return status; /* the parser named the value */
+        }
+    }
+    return UCS_OK;
+}
+
+
+/*
+ * Runs the capability chain for every GPU against this NIC: the lanes are
+ * decided once, with evidence, and one line per GPU says which and why.
+ */
+static ucs_status_t uct_rc_gdr_md_open_gpus(uct_rc_gdr_md_t *md,
+                                            const uct_rc_gdr_md_config_t *config)
+{
+    uct_rc_gdr_gate_config_t gate_config;
+    uct_rc_gdr_gate_result_t *result;
+    uct_rc_gdr_probe_gpu_t gpu;
+    uct_rc_gdr_probe_nic_t nic;
+    ucs_status_t status;
+    int ordinal, count;
+    uct_rc_gdr_dir_t dir;
+
+    status = uct_rc_gdr_md_gate_config(config, &gate_config);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if ((uct_rc_gdr_cuda_init() != UCS_OK) ||
+        (uct_rc_gdr_cuda_device_count(&count) != UCS_OK) || (count == 0)) {
+        ucs_debug("rc_gdr: %s: no CUDA driver or GPU: host memory only",
+                  md->name);
+        return UCS_OK;
+    }
+
+    md->gpus   = ucs_calloc(count, sizeof(*md->gpus), "rc_gdr_md_gpus");
+    result     = ucs_malloc(sizeof(*result), "rc_gdr_gate_result");
+    if ((md->gpus == NULL) || (result == NULL)) {
+        status = UCS_ERR_NO_MEMORY;
+        goto out;
+    }
+
+    for (ordinal = 0; ordinal < count; ++ordinal) {
+        uct_rc_gdr_probe_gpu(ordinal, &gpu);
+        /* Port 1 stands for the device: the mechanism is a property of the
+         * device and its PCI function, not of one port. */
+        uct_rc_gdr_probe_nic(md->ibv_ctx, md->pd, 1, &gpu, "/sys", &nic);
+        status = uct_rc_gdr_probe_evaluate(&gpu, &nic, "/sys", &gate_config,
+                                           result);
+        uct_rc_gdr_gate_log(result);
+        if (status != UCS_OK) {
+            goto out; /* GDR required and refused: the log names the check */
+        }
+
+        for (dir = 0; dir < UCT_RC_GDR_DIR_LAST; ++dir) {
+            md->gpus[ordinal].lane[dir] = result->lane[dir];
+        }
+        md->emulated_gpu |= gpu.facts.emulated;
+    }
+
+    md->num_gpus = count;
+    status       = UCS_OK;
+
+out:
+    ucs_free(result);
+    if (status != UCS_OK) {
+        ucs_free(md->gpus);
+        md->gpus = NULL;
+    }
+    return status;
 }
 
 
@@ -315,6 +694,7 @@ ucs_status_t uct_rc_gdr_md_open(uct_component_t *component,
     md->super.component = &uct_rc_gdr_component;
     md->mr_access       = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                           IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    md->stats.size      = sizeof(md->stats);
     ucs_strncpy_zero(md->name, md_name, sizeof(md->name));
 
     devices = ibv_get_device_list(&num_devices);
@@ -351,6 +731,12 @@ ucs_status_t uct_rc_gdr_md_open(uct_component_t *component,
         goto err_close_device;
     }
 
+    status = uct_rc_gdr_md_open_gpus(md, ucs_derived_of(config,
+                                                        uct_rc_gdr_md_config_t));
+    if (status != UCS_OK) {
+        goto err_dealloc_pd;
+    }
+
     rcache_params.page_size = ucs_get_page_size();
     rcache_params.priv_size = sizeof(uct_rc_gdr_mr_t);
     rcache_params.ops       = &uct_rc_gdr_md_rcache_ops;
@@ -358,7 +744,7 @@ ucs_status_t uct_rc_gdr_md_open(uct_component_t *component,
     rcache_params.name      = md->name;
     status = uct_rc_gdr_rcache_create(&rcache_params, &md->rcache);
     if (status != UCS_OK) {
-        goto err_dealloc_pd;
+        goto err_free_gpus;
     }
 
     status = ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 1000,
@@ -375,6 +761,8 @@ ucs_status_t uct_rc_gdr_md_open(uct_component_t *component,
 
 err_destroy_rcache:
     uct_rc_gdr_rcache_destroy(md->rcache);
+err_free_gpus:
+    ucs_free(md->gpus);
 err_dealloc_pd:
     ibv_dealloc_pd(md->pd);
 err_close_device:

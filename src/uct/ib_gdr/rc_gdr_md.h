@@ -7,6 +7,7 @@
 #define UCT_RC_GDR_MD_H_
 
 #include "rc_gdr_glue.h"
+#include "rc_gdr_gate.h"
 #include "rc_gdr_rcache.h"
 
 #include <infiniband/verbs.h>
@@ -18,14 +19,46 @@
 
 typedef struct uct_rc_gdr_md_config {
     uct_md_config_t super;
+    /* The capability gate's knobs, parsed by rc_gdr_gate.c */
+    char            *max_distance;
+    char            *nic_reads_gpu;
+    char            *nic_writes_gpu;
+    char            *reg_methods;
+    char            *bounce;
+    char            *require;
 } uct_rc_gdr_md_config_t;
 
 
 /* What the cache keeps per region, after the region header. */
 typedef struct uct_rc_gdr_mr {
-    struct ibv_mr *mr;          /* NULL: a bounce registration, no NIC key */
-    uint8_t       rkey_flags;   /* UCT_RC_GDR_RKEY_FLAG_xx for mkey_pack */
+    struct ibv_mr     *mr;          /* NULL: a bounce registration, no NIC
+                                       key: the bounce lane moves its data */
+    uint8_t           rkey_flags;   /* UCT_RC_GDR_RKEY_FLAG_xx */
+    uint8_t           lane;         /* uct_rc_gdr_lane_t; host memory: GDR */
+    int8_t            gpu;          /* CUDA ordinal, -1 for host memory */
 } uct_rc_gdr_mr_t;
+
+
+/* What the gate decided for one GPU seen from this md's NIC. */
+typedef struct uct_rc_gdr_md_gpu {
+    uct_rc_gdr_lane_t lane[UCT_RC_GDR_DIR_LAST];
+    int               flush_read;   /* writes into it need a read-flush */
+} uct_rc_gdr_md_gpu_t;
+
+
+/* Counters, for tests and diagnostics (uct_rc_gdr_md_stats_query). */
+typedef struct uct_rc_gdr_md_stats {
+    uint64_t          size;         /* sizeof(uct_rc_gdr_md_stats_t) */
+    uint64_t          host_regs;    /* NIC registrations of host memory */
+    uint64_t          dmabuf_regs;  /* GPU memory registered by DMA-BUF */
+    uint64_t          peermem_regs; /* GPU memory registered by pointer */
+    uint64_t          bounce_regs;  /* GPU memory without a NIC key */
+    uint64_t          cache_hits;
+    uint64_t          cache_entries;
+    uint64_t          invalidations;
+    uint64_t          num_gpus;
+    uint64_t          emulated_gpu; /* 1: the stand-in CUDA driver */
+} uct_rc_gdr_md_stats_t;
 
 
 typedef struct uct_rc_gdr_md {
@@ -36,6 +69,10 @@ typedef struct uct_rc_gdr_md {
     char                      name[UCT_MD_NAME_MAX];
     uct_rc_gdr_rcache_t       *rcache;
     int                       mr_access;   /* ibv_access_flags of every MR */
+    int                       num_gpus;    /* 0: no CUDA driver or GPU */
+    uct_rc_gdr_md_gpu_t       *gpus;       /* by CUDA ordinal */
+    int                       emulated_gpu;
+    uct_rc_gdr_md_stats_t     stats;
 } uct_rc_gdr_md_t;
 
 
@@ -72,6 +109,10 @@ ucs_status_t uct_rc_gdr_md_rkey_unpack(UCT_RC_GDR_RKEY_UNPACK_ARGS);
 /* Registers a buffer the transport itself owns (bounce buffers, staging). */
 ucs_status_t uct_rc_gdr_md_reg_internal(uct_rc_gdr_md_t *md, void *address,
                                         size_t length, struct ibv_mr **mr_p);
+
+/* Exported for tests: the counters of an rc_gdr md. */
+ucs_status_t uct_rc_gdr_md_stats_query(uct_md_h md,
+                                       uct_rc_gdr_md_stats_t *stats);
 
 extern ucs_config_field_t uct_rc_gdr_md_config_table[];
 
