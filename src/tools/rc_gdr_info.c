@@ -17,6 +17,7 @@
 #include <uct/ib_gdr/rc_gdr_probe.h>
 #include <uct/ib_gdr/rc_gdr_topo.h>
 
+#include <ucs/debug/log_def.h>
 #include <ucs/sys/string.h>
 
 #include <infiniband/verbs.h>
@@ -166,9 +167,9 @@ static int rc_gdr_info_find_cuda_gpus(rc_gdr_info_t *info)
     }
 
     if ((uct_rc_gdr_cuda_driver_info(&driver) == UCS_OK) && driver.emulated) {
-        printf("NOTE: the CUDA driver is the project's stand-in (%s): every "
-               "GPU below is EMULATED (host memory behind device pointers)\n",
-               driver.library);
+        fprintf(stderr, "NOTE: the CUDA driver is the project's stand-in "
+                "(%s): every GPU is EMULATED (host memory behind device "
+                "pointers)\n", driver.library);
     }
     return 1;
 }
@@ -422,7 +423,8 @@ static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
             printf("%s{\"name\": \"%s\", \"bdf\": ", (i > 0) ? ", " : "",
                    info->gpus[i].name);
             uct_rc_gdr_gate_print_json_string(stdout, info->gpus[i].bdf);
-            printf("}");
+            printf(", \"emulated\": %s}",
+                   info->gpus[i].facts.emulated ? "true" : "false");
         }
         printf("], \"nics\": [");
         for (i = 0; i < info->num_nics; ++i) {
@@ -450,7 +452,8 @@ static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
         printf("GPUs: %s\n", info->no_gpu);
     }
     for (i = 0; i < info->num_gpus; ++i) {
-        printf("%s %s%s\n", info->gpus[i].name, info->gpus[i].bdf,
+        printf("%s %s%s%s\n", info->gpus[i].name, info->gpus[i].bdf,
+               info->gpus[i].facts.emulated ? " EMULATED" : "",
                (info->gpus[i].ordinal >= 0) ? " (CUDA ordinal)" :
                " (numbered in PCI order: no CUDA driver answered)");
     }
@@ -551,12 +554,31 @@ static int rc_gdr_info_pair(const rc_gdr_info_t *info,
     return rc_gdr_info_has_gdr(&result);
 }
 
+/* UCX logs to stdout; the tool's stdout is its report (JSON with --json),
+ * so its log lines go to stderr. */
+static ucs_log_func_rc_t
+rc_gdr_info_log_to_stderr(const char *file, unsigned line, const char *function,
+                          ucs_log_level_t level,
+                          const ucs_log_component_config_t *comp_conf,
+                          const char *message, va_list ap)
+{
+    if (!ucs_log_component_is_enabled(level, comp_conf)) {
+        return UCS_LOG_FUNC_RC_STOP;
+    }
+
+    fprintf(stderr, "rc_gdr_info: %s: ", ucs_log_level_names[level]);
+    vfprintf(stderr, message, ap);
+    fprintf(stderr, "\n");
+    return UCS_LOG_FUNC_RC_STOP;
+}
+
 int main(int argc, char **argv)
 {
     rc_gdr_info_t *info;
     unsigned g, n, num_gdr = 0, num_pairs = 0;
     int ret = 0;
 
+    ucs_log_push_handler(rc_gdr_info_log_to_stderr);
     info = calloc(1, sizeof(*info));
     if (info == NULL) {
         fprintf(stderr, "rc_gdr_info: out of memory\n");

@@ -169,6 +169,7 @@ public:
     {
         uct_rc_gdr_gate_config_init(&m_config);
 
+        memset(&m_gpu, 0, sizeof(m_gpu));
         m_gpu.name             = "GPU0";
         m_gpu.pci_bdf          = "0000:03:00.0";
         m_gpu.gdr_supported    = 1;
@@ -539,6 +540,21 @@ TEST_F(test_rc_gdr_gate, acs_and_iommu_are_warnings) {
     EXPECT_TRUE(contains(why(SEND), "with warnings"));
 }
 
+/* The stand-in driver's "GPU" is host memory: no PCIe path to judge. Only
+ * then is an unknown distance not a failure. */
+TEST_F(test_rc_gdr_gate, emulated_gpu_distance_not_applicable)
+{
+    m_topo.dist    = UCT_RC_GDR_DIST_UNKNOWN;
+    m_topo.outcome = UCT_RC_GDR_TOPO_VIRTUAL_NIC;
+    EXPECT_EQ(UCS_OK, evaluate());
+    EXPECT_EQ(UCT_RC_GDR_LANE_BOUNCE, lane(SEND));
+
+    m_gpu.emulated = 1;
+    EXPECT_EQ(UCS_OK, evaluate());
+    EXPECT_EQ(UCT_RC_GDR_LANE_GDR_DMABUF, lane(SEND));
+    EXPECT_EQ(UCT_RC_GDR_LANE_GDR_DMABUF, lane(RECV));
+}
+
 TEST_F(test_rc_gdr_gate, iommu_identity_is_not_a_warning) {
     m_topo.gpu.iommu = UCT_RC_GDR_IOMMU_IDENTITY;
     m_topo.nic.iommu = UCT_RC_GDR_IOMMU_ABSENT;
@@ -708,9 +724,12 @@ static int remove_entry(const char *path, const struct stat *st, int flag,
     return remove(path);
 }
 
+/* Runs the tool on a machine without a CUDA driver: this binary points the
+ * shim at the stand-in driver, which the tool must not inherit here. */
 static int run_tool(const std::string &args, std::string &out)
 {
-    std::string cmd = std::string(RC_GDR_TEST_BUILDDIR) +
+    std::string cmd = "RC_GDR_CUDA_LIBRARY=/nonexistent/libcuda.so.1 " +
+                      std::string(RC_GDR_TEST_BUILDDIR) +
                       "/../src/tools/rc_gdr_info " + args + " 2>/dev/null";
     FILE *pipe      = popen(cmd.c_str(), "r");
     char buf[4096];
@@ -744,6 +763,25 @@ TEST(test_rc_gdr_info, no_gpu_json_and_require) {
 
     EXPECT_EQ(2, run_tool(std::string("--require-gdr --sysfs ") + root, out));
     EXPECT_EQ(1, run_tool("--bogus", out));
+
+    /* With the stand-in driver the GPUs come from CUDA, marked emulated,
+     * and the JSON stays valid. */
+    std::string fake = "RC_GDR_CUDA_LIBRARY=" +
+                       std::string(RC_GDR_TEST_BUILDDIR) +
+                       "/fake_cuda/libcuda.so.1 ";
+    FILE *pipe = popen((fake + RC_GDR_TEST_BUILDDIR +
+                        "/../src/tools/rc_gdr_info --json --sysfs " + root +
+                        " 2>/dev/null").c_str(), "r");
+    ASSERT_TRUE(pipe != NULL);
+    char buf[4096];
+    size_t n;
+    out.clear();
+    while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) {
+        out.append(buf, n);
+    }
+    EXPECT_EQ(0, WEXITSTATUS(pclose(pipe)));
+    EXPECT_TRUE(json_checker::valid(out)) << out;
+    EXPECT_TRUE(contains(out, "\"emulated\": true")) << out;
 
     nftw(root, remove_entry, 4, FTW_DEPTH | FTW_PHYS);
 }
