@@ -131,6 +131,8 @@ static void uct_rc_gdr_md_close(uct_md_h tl_md)
     ucs_free(md->gpus);
     ibv_dealloc_pd(md->pd);
     ibv_close_device(md->ibv_ctx);
+    kh_destroy_inplace(uct_rc_gdr_token, &md->tokens);
+    pthread_mutex_destroy(&md->token_lock);
     ucs_free(md);
 }
 
@@ -278,6 +280,59 @@ static ucs_status_t uct_rc_gdr_md_reg_dmabuf(uct_rc_gdr_md_t *md,
 }
 
 
+static ucs_status_t uct_rc_gdr_md_token_add(uct_rc_gdr_md_t *md,
+                                            uct_rc_gdr_rcache_region_t *region,
+                                            uct_rc_gdr_mr_t *gdr_mr)
+{
+    khiter_t iter;
+    int ret;
+
+    pthread_mutex_lock(&md->token_lock);
+    do {
+        gdr_mr->token = ++md->next_token;
+    } while ((gdr_mr->token == 0) ||
+             (kh_get(uct_rc_gdr_token, &md->tokens, gdr_mr->token) !=
+              kh_end(&md->tokens)));
+    iter = kh_put(uct_rc_gdr_token, &md->tokens, gdr_mr->token, &ret);
+    if (ret != -1) {
+        kh_value(&md->tokens, iter) = region;
+        ++md->stats.bounce_regs;
+    }
+    pthread_mutex_unlock(&md->token_lock);
+    return (ret == -1) ? UCS_ERR_NO_MEMORY : UCS_OK;
+}
+
+
+ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint32_t token,
+                                         uint64_t address, size_t length,
+                                         int *gpu_p)
+{
+    uct_rc_gdr_rcache_region_t *region = NULL;
+    ucs_status_t status                = UCS_ERR_INVALID_ADDR;
+    khiter_t iter;
+
+    pthread_mutex_lock(&md->token_lock);
+    iter = kh_get(uct_rc_gdr_token, &md->tokens, token);
+    if (iter != kh_end(&md->tokens)) {
+        region = kh_value(&md->tokens, iter);
+        if ((address >= region->start) && (length <= region->end - address)) {
+            *gpu_p = ((uct_rc_gdr_mr_t*)
+                      uct_rc_gdr_rcache_region_priv(region))->gpu;
+            status = UCS_OK;
+        }
+    }
+    pthread_mutex_unlock(&md->token_lock);
+
+    if (status != UCS_OK) {
+        ucs_error("rc_gdr: %s: a peer named %s bounce key 0x%x for "
+                  "0x%" PRIx64 "+%zu: refused", md->name,
+                  (region == NULL) ? "an unknown" : "a range outside its",
+                  token, address, length);
+    }
+    return status;
+}
+
+
 static ucs_status_t uct_rc_gdr_md_region_reg_gpu(uct_rc_gdr_md_t *md,
                                                  uct_rc_gdr_rcache_region_t *region,
                                                  uct_rc_gdr_mr_t *gdr_mr)
@@ -304,6 +359,7 @@ static ucs_status_t uct_rc_gdr_md_region_reg_gpu(uct_rc_gdr_md_t *md,
     gdr_mr->gpu     = info.device_ordinal;
     gdr_mr->lane    = uct_rc_gdr_md_gpu_mechanism(gpu, info.kind);
     gdr_mr->mr      = NULL;
+    gdr_mr->token   = 0;
     gdr_mr->rkey_flags = UCT_RC_GDR_RKEY_FLAG_GPU |
                          (gpu->flush_read ? UCT_RC_GDR_RKEY_FLAG_FLUSH_READ :
                                             0);
@@ -336,8 +392,7 @@ static ucs_status_t uct_rc_gdr_md_region_reg_gpu(uct_rc_gdr_md_t *md,
     default:
         /* A bounce registration succeeds without a NIC key, and says so in
          * its rkey: the bounce lane moves this memory. */
-        ++md->stats.bounce_regs;
-        return UCS_OK;
+        return uct_rc_gdr_md_token_add(md, region, gdr_mr);
     }
 
     gdr_mr->rkey_flags |= UCT_RC_GDR_RKEY_FLAG_NIC;
@@ -366,6 +421,7 @@ uct_rc_gdr_md_region_reg(void *arg, uct_rc_gdr_rcache_region_t *region)
     gdr_mr->rkey_flags = UCT_RC_GDR_RKEY_FLAG_NIC;
     gdr_mr->lane       = UCT_RC_GDR_LANE_GDR_PEERMEM; /* direct NIC access */
     gdr_mr->gpu        = -1;
+    gdr_mr->token      = 0;
     ++md->stats.host_regs;
     return UCS_OK;
 }
@@ -375,9 +431,17 @@ static void
 uct_rc_gdr_md_region_dereg(void *arg, uct_rc_gdr_rcache_region_t *region)
 {
     uct_rc_gdr_mr_t *gdr_mr = uct_rc_gdr_rcache_region_priv(region);
+    uct_rc_gdr_md_t *md     = arg;
+    khiter_t iter;
     int ret;
 
     if (gdr_mr->mr == NULL) {
+        pthread_mutex_lock(&md->token_lock);
+        iter = kh_get(uct_rc_gdr_token, &md->tokens, gdr_mr->token);
+        if (iter != kh_end(&md->tokens)) {
+            kh_del(uct_rc_gdr_token, &md->tokens, iter);
+        }
+        pthread_mutex_unlock(&md->token_lock);
         return;
     }
 
@@ -533,7 +597,7 @@ static ucs_status_t uct_rc_gdr_md_mkey_pack(UCT_RC_GDR_MKEY_PACK_ARGS)
     uct_rc_gdr_mr_t *gdr_mr = uct_rc_gdr_memh_mr(memh);
     uct_rc_gdr_rkey_t rkey;
 
-    rkey.rkey  = (gdr_mr->mr == NULL) ? 0 : gdr_mr->mr->rkey;
+    rkey.rkey  = (gdr_mr->mr == NULL) ? gdr_mr->token : gdr_mr->mr->rkey;
     rkey.flags = gdr_mr->rkey_flags;
     uct_rc_gdr_rkey_pack(&rkey, rkey_buffer);
     return UCS_OK;
@@ -695,6 +759,9 @@ ucs_status_t uct_rc_gdr_md_open(uct_component_t *component,
     md->mr_access       = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                           IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
     md->stats.size      = sizeof(md->stats);
+    md->next_token      = (uint32_t)ucs_generate_uuid((uintptr_t)md);
+    pthread_mutex_init(&md->token_lock, NULL);
+    kh_init_inplace(uct_rc_gdr_token, &md->tokens);
     ucs_strncpy_zero(md->name, md_name, sizeof(md->name));
 
     devices = ibv_get_device_list(&num_devices);
@@ -770,6 +837,8 @@ err_close_device:
 err_free_list:
     ibv_free_device_list(devices);
 err_free_md:
+    kh_destroy_inplace(uct_rc_gdr_token, &md->tokens);
+    pthread_mutex_destroy(&md->token_lock);
     ucs_free(md);
     return status;
 }

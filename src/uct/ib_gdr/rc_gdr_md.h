@@ -10,7 +10,10 @@
 #include "rc_gdr_gate.h"
 #include "rc_gdr_rcache.h"
 
+#include <ucs/datastruct/khash.h>
+
 #include <infiniband/verbs.h>
+#include <pthread.h>
 
 
 #define UCT_RC_GDR_COMPONENT_NAME "rc_gdr"
@@ -36,7 +39,12 @@ typedef struct uct_rc_gdr_mr {
     uint8_t           rkey_flags;   /* UCT_RC_GDR_RKEY_FLAG_xx */
     uint8_t           lane;         /* uct_rc_gdr_lane_t; host memory: GDR */
     int8_t            gpu;          /* CUDA ordinal, -1 for host memory */
+    uint32_t          token;        /* bounce registrations: what the rkey
+                                       carries instead of a NIC key */
 } uct_rc_gdr_mr_t;
+
+
+KHASH_MAP_INIT_INT(uct_rc_gdr_token, uct_rc_gdr_rcache_region_t*);
 
 
 /* What the gate decided for one GPU seen from this md's NIC. */
@@ -73,6 +81,11 @@ typedef struct uct_rc_gdr_md {
     uct_rc_gdr_md_gpu_t       *gpus;       /* by CUDA ordinal */
     int                       emulated_gpu;
     uct_rc_gdr_md_stats_t     stats;
+    /* Bounce registrations by token: a peer's bounce-lane request names
+     * one, and is served only inside that registration. */
+    pthread_mutex_t           token_lock;
+    khash_t(uct_rc_gdr_token) tokens;
+    uint32_t                  next_token;
 } uct_rc_gdr_md_t;
 
 
@@ -109,6 +122,18 @@ ucs_status_t uct_rc_gdr_md_rkey_unpack(UCT_RC_GDR_RKEY_UNPACK_ARGS);
 /* Registers a buffer the transport itself owns (bounce buffers, staging). */
 ucs_status_t uct_rc_gdr_md_reg_internal(uct_rc_gdr_md_t *md, void *address,
                                         size_t length, struct ibv_mr **mr_p);
+
+/**
+ * Validates a bounce-lane target named by a peer: @a token must be a live
+ * bounce registration of this md and [address, address + length) inside it.
+ * On success *gpu_p is the CUDA ordinal of the memory.
+ *
+ * @return UCS_OK, or UCS_ERR_INVALID_ADDR (logged: the peer sent a stale or
+ *         corrupt key or address).
+ */
+ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint32_t token,
+                                         uint64_t address, size_t length,
+                                         int *gpu_p);
 
 /* Exported for tests: the counters of an rc_gdr md. */
 ucs_status_t uct_rc_gdr_md_stats_query(uct_md_h md,
