@@ -21,6 +21,11 @@ PORT=13500
 # failure.
 run_test() {
     local name=$1; shift
+    # RC_GDR_TEST_FILTER=REGEX runs only the tests whose names match
+    if [ -n "${RC_GDR_TEST_FILTER:-}" ] &&
+       ! [[ $name =~ $RC_GDR_TEST_FILTER ]]; then
+        return
+    fi
     if "$@" > "$LOG/$name.log" 2>&1; then
         echo "PASS $name"
         PASSED=$((PASSED + 1))
@@ -120,6 +125,55 @@ test_mpi() {
             "$LOG/mpi.out"
 }
 
+# --- Emulated GPU: the stand-in CUDA driver, "GPU" memory is host memory ---
+
+with_emulated_gpu() {
+    ( . contrib/env.sh --emulated-gpu "$B" && "$@" )
+}
+
+# rxe refuses DMA-BUF, a test registration proves peermem, the distance
+# check does not apply to emulated GPU memory: GDR by peermem.
+test_gpu_info() {
+    local out
+    out=$(with_emulated_gpu rc_gdr_info 2>&1); echo "$out"
+    echo "$out" | grep -E 'nic.dmabuf_probe +fail +EOPNOTSUPP' > /dev/null &&
+        echo "$out" | grep -E 'nic.peermem_registration +pass' > /dev/null &&
+        echo "$out" | grep -E 'registration.mechanism +pass +peermem' \
+            > /dev/null &&
+        echo "$out" | grep 'EMULATED' > /dev/null &&
+        with_emulated_gpu rc_gdr_info --json --require-gdr > /dev/null
+}
+
+test_gpu_uct() {
+    with_emulated_gpu "$B/test/apps/uct_gpu" uct rxe0:1 rxe1:1 > "$LOG/gpu.out"
+    local rc=$?
+    cat "$LOG/gpu.out"
+    [ "$rc" = 0 ] && grep -q 'peermem 1, dmabuf 0, bounce 0' "$LOG/gpu.out"
+}
+
+test_gpu_ucp() {
+    UCX_TLS=rc_gdr,ud_verbs:aux,self with_emulated_gpu \
+        "$B/test/apps/uct_gpu" ucp
+}
+
+# No mechanism left (DMA-BUF only, which rxe refuses): a bounce
+# registration, which succeeds without any NIC registration.
+test_gpu_bounce_registration() {
+    local out
+    out=$(UCX_RC_GDR_REG_METHODS=dmabuf with_emulated_gpu \
+          "$B/test/apps/uct_gpu" lanes rxe0:1 2>&1); echo "$out"
+    echo "$out" | grep -q 'peermem 0 dmabuf 0 bounce 1'
+}
+
+# Requiring GDR where no mechanism works: opening fails, naming the check.
+test_gpu_require_refused() {
+    local out rc
+    out=$(UCX_RC_GDR_REG_METHODS=dmabuf UCX_RC_GDR_REQUIRE=gdr \
+          with_emulated_gpu "$B/test/apps/uct_gpu" lanes rxe0:1 2>&1); rc=$?
+    echo "$out"
+    [ "$rc" != 0 ] && echo "$out" | grep -q 'registration.mechanism'
+}
+
 run_test ucx_info_lists_rc_gdr_on_rxe_ports test_ucx_info_devices
 run_test ucx_info_shows_rc_gdr_config      test_ucx_info_config
 run_test uct_data_all_ops_byte_exact       test_uct_verify data rxe0:1 rxe1:1
@@ -139,6 +193,11 @@ run_test perftest_ucp_put_bw        perftest_ucp -t ucp_put_bw -s 65536 -n 100
 run_test perftest_ucp_get           perftest_ucp -t ucp_get -s 65536 -n 100
 run_test perftest_ucp_stream_bw     perftest_ucp -t stream_bw -s 65536 -n 100
 run_test mpi_2ranks_p2p_and_rma_verified test_mpi
+run_test gpu_emulated_info_dmabuf_refused_peermem_proven test_gpu_info
+run_test gpu_emulated_uct_put_get_and_reuse     test_gpu_uct
+run_test gpu_emulated_ucp_put_get               test_gpu_ucp
+run_test gpu_emulated_bounce_registration       test_gpu_bounce_registration
+run_test gpu_emulated_require_gdr_names_check   test_gpu_require_refused
 
 rm -rf "$LOG"
 echo "$PASSED passed, $FAILED failed"
