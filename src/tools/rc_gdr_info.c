@@ -249,54 +249,6 @@ static void rc_gdr_info_find_gpus(rc_gdr_info_t *info)
     }
 }
 
-/* Module entries are hints only: the chain wants a real registration */
-static void rc_gdr_info_peermem_hints(const char *root, rc_gdr_info_nic_t *nic)
-{
-    static const char *entries[] = {
-        "module/nvidia_peermem", "module/nv_peer_mem",
-        "kernel/mm/memory_peers/nv_mem"
-    };
-    char path[PATH_MAX];
-    size_t i;
-
-    nic->facts.peermem_modules = 0;
-    snprintf(nic->peermem_source, sizeof(nic->peermem_source),
-             "%s/{module/nvidia_peermem,module/nv_peer_mem,"
-             "kernel/mm/memory_peers/nv_mem}", root);
-    for (i = 0; i < sizeof(entries) / sizeof(entries[0]); ++i) {
-        snprintf(path, sizeof(path), "%s/%s", root, entries[i]);
-        if (access(path, F_OK) == 0) {
-            nic->facts.peermem_modules = 1;
-            ucs_strncpy_safe(nic->peermem_source, path,
-                             sizeof(nic->peermem_source));
-            return;
-        }
-    }
-}
-
-/* DMA-BUF import with fd -1: EBADF means the provider got as far as the fd */
-static int rc_gdr_info_dmabuf_probe(struct ibv_context *context)
-{
-    struct ibv_mr *mr;
-    struct ibv_pd *pd;
-    int err;
-
-    pd = ibv_alloc_pd(context);
-    if (pd == NULL) {
-        return UCT_RC_GDR_GATE_NOT_PROBED;
-    }
-
-    errno = 0;
-    mr    = ibv_reg_dmabuf_mr(pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE);
-    err   = (mr == NULL) ? errno : 0;
-    if (mr != NULL) {
-        ibv_dereg_mr(mr);
-    }
-
-    ibv_dealloc_pd(pd);
-    return err;
-}
-
 static rc_gdr_info_nic_t *rc_gdr_info_nic_add(rc_gdr_info_t *info,
                                               const char *name, uint8_t port)
 {
@@ -307,66 +259,71 @@ static rc_gdr_info_nic_t *rc_gdr_info_nic_add(rc_gdr_info_t *info,
     }
 
     nic = &info->nics[info->num_nics++];
+    memset(nic, 0, sizeof(*nic));
     ucs_strncpy_safe(nic->name, name, sizeof(nic->name));
     nic->facts.name          = nic->name;
     nic->facts.port_num      = port;
     nic->facts.port_active   = -1;
     nic->facts.port_state    = nic->port_state;
     nic->facts.dmabuf_errno  = UCT_RC_GDR_GATE_NOT_PROBED;
-    /* A test registration needs GPU memory: the CUDA shim's job */
     nic->facts.peermem_errno = UCT_RC_GDR_GATE_NOT_PROBED;
-    rc_gdr_info_peermem_hints(info->sysfs_root, nic);
-    nic->facts.peermem_source = nic->peermem_source;
     return nic;
 }
 
+/* Every port of a device, probed without GPU memory: port state, DMA-BUF
+ * support of the provider, peermem module hints. The test registrations
+ * need a GPU buffer: rc_gdr_info_probe_pair() makes them per pair. */
 static void rc_gdr_info_probe_device(rc_gdr_info_t *info,
                                      struct ibv_device *device)
 {
     const char *name = ibv_get_device_name(device);
     struct ibv_device_attr dev_attr;
-    struct ibv_port_attr port_attr;
     struct ibv_context *context;
+    uct_rc_gdr_probe_nic_t probed;
     rc_gdr_info_nic_t *nic;
-    int dmabuf_errno, ret;
+    struct ibv_pd *pd;
     uint8_t port;
 
     context = ibv_open_device(device);
-    if (context == NULL) {
+    pd      = (context != NULL) ? ibv_alloc_pd(context) : NULL;
+    if (pd == NULL) {
         nic = rc_gdr_info_nic_add(info, name, 1);
         if (nic != NULL) {
             snprintf(nic->port_state, sizeof(nic->port_state),
                      "device open failed: %s", strerror(errno));
         }
-        return;
+        goto out;
     }
 
-    ret = ibv_query_device(context, &dev_attr);
-    if (ret != 0) {
+    if (ibv_query_device(context, &dev_attr) != 0) {
         dev_attr.phys_port_cnt = 1;
     }
 
-    dmabuf_errno = rc_gdr_info_dmabuf_probe(context);
     for (port = 1; port <= dev_attr.phys_port_cnt; ++port) {
         nic = rc_gdr_info_nic_add(info, name, port);
         if (nic == NULL) {
             break;
         }
 
-        nic->facts.dmabuf_errno = dmabuf_errno;
-        ret = ibv_query_port(context, port, &port_attr);
-        if (ret != 0) {
-            snprintf(nic->port_state, sizeof(nic->port_state),
-                     "query failed: %s", strerror(ret));
-            continue;
-        }
-
-        nic->facts.port_active = (port_attr.state == IBV_PORT_ACTIVE);
-        ucs_strncpy_safe(nic->port_state, ibv_port_state_str(port_attr.state),
+        uct_rc_gdr_probe_nic(context, pd, port, NULL, info->sysfs_root,
+                             &probed);
+        ucs_strncpy_safe(nic->port_state, probed.port_state,
                          sizeof(nic->port_state));
+        ucs_strncpy_safe(nic->peermem_source, probed.peermem_source,
+                         sizeof(nic->peermem_source));
+        nic->facts                = probed.facts;
+        nic->facts.name           = nic->name;
+        nic->facts.port_state     = nic->port_state;
+        nic->facts.peermem_source = nic->peermem_source;
     }
 
-    ibv_close_device(context);
+out:
+    if (pd != NULL) {
+        ibv_dealloc_pd(pd);
+    }
+    if (context != NULL) {
+        ibv_close_device(context);
+    }
 }
 
 static void rc_gdr_info_find_nics(rc_gdr_info_t *info)
@@ -468,7 +425,8 @@ static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
 }
 
 /* Test registrations of a buffer of @a gpu with @a nic's device. */
-static int rc_gdr_info_probe_pair(const rc_gdr_info_gpu_t *gpu,
+static int rc_gdr_info_probe_pair(const char *sysfs_root,
+                                  const rc_gdr_info_gpu_t *gpu,
                                   const rc_gdr_info_nic_t *nic,
                                   uct_rc_gdr_probe_nic_t *probed)
 {
@@ -492,7 +450,7 @@ static int rc_gdr_info_probe_pair(const rc_gdr_info_gpu_t *gpu,
     pd      = (context != NULL) ? ibv_alloc_pd(context) : NULL;
     if (pd != NULL) {
         uct_rc_gdr_probe_nic(context, pd, nic->facts.port_num, &gpu->probe,
-                             "/sys", probed);
+                             sysfs_root, probed);
         ok = 1;
         ibv_dealloc_pd(pd);
     }
@@ -520,7 +478,7 @@ static int rc_gdr_info_pair(const rc_gdr_info_t *info,
     /* With a driver, the mechanisms are proven by registering a buffer of
      * this GPU with this NIC. */
     if ((gpu->ordinal >= 0) &&
-        rc_gdr_info_probe_pair(gpu, nic, &probed)) {
+        rc_gdr_info_probe_pair(info->sysfs_root, gpu, nic, &probed)) {
         nic_facts = &probed.facts;
     }
 
