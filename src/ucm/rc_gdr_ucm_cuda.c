@@ -1,1 +1,1492 @@
-/* placeholder */
+/**
+ * rc_gdr: CUDA free events (see rc_gdr_ucm.h).
+ *
+ * How the release calls are caught (mode HOOKS)
+ *
+ * The entry points of the driver are patched in place ("bistro": the first
+ * bytes of the function become a jump to a hook, and a trampoline holding
+ * the displaced instructions calls the original). Patching the code, not a
+ * table of pointers to it, is what makes every caller go through the hook:
+ *
+ *   - the CUDA runtime (libcudart, and cudart_static linked into an
+ *     application) does not import the driver: it dlopen()s libcuda.so.1 and
+ *     fills its own table of function pointers with cuGetProcAddress(). No
+ *     GOT/PLT slot of any object refers to cuMemFree_v2, so rewriting
+ *     relocations (UCM's "reloc" mode, ucm_reloc_modify) would never see
+ *     cudaFree. The pointers cudart holds still lead to the patched code, so
+ *     cudaFree / cudaFreeAsync / cudaFreeHost are reported through the driver
+ *     hooks, also when cudart was loaded (and its table filled) before
+ *     install, and without hooks of their own (which would report each free
+ *     twice);
+ *   - the same holds for our own shim (rc_gdr_cuda.c) and any library that
+ *     resolves the driver with dlsym() or cuGetProcAddress().
+ *
+ * cuGetProcAddress() may hand out an address other than the export's (an
+ * internal implementation, a per-thread-default-stream variant), so those
+ * addresses are patched as well. When one patched function reaches another
+ * (an export that jumps to a patched implementation), the outer hook reports
+ * and the inner one only passes the call on.
+ *
+ * The patch itself is libucm's (ucm_bistro_patch). On x86-64 the libucm of
+ * UCX 1.13 relocates only a few prologue instructions into its trampoline
+ * (pushes, "sub $imm32,%rsp", a few movs) and refuses the others; driver
+ * entry points often begin with RIP-relative loads, endbr64 or short
+ * compares. For those, this file builds the trampoline itself: a small
+ * instruction-length decoder copies the displaced instructions to memory
+ * mapped within +-2 GiB of the function, where RIP-relative displacements
+ * and relative branches only need to be re-aimed, and the function's first
+ * five bytes become a near jump to an absolute jump to the hook.
+ *
+ * Nothing is ever unpatched: libcuda is made resident (RTLD_NODELETE) before
+ * it is patched, and so is the object that holds the hooks.
+ */
+
+#ifndef _GNU_SOURCE
+#  define _GNU_SOURCE /* dladdr, dl_iterate_phdr, RTLD_NODELETE */
+#endif
+
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "rc_gdr_ucm.h"
+
+#include <uct/ib_gdr/rc_gdr_cuda.h>
+
+#include <ucm/api/ucm.h>
+#include <ucm/bistro/bistro.h>
+#include <ucs/debug/log_def.h>
+#include <ucs/sys/math.h>
+#include <ucs/sys/string.h>
+#include <ucs/sys/sys.h>
+
+#include <cuda.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+
+/* Priority of the UCM_EVENT_MEM_TYPE_FREE subscription (mode UCM): the same
+ * as UCT's registration caches */
+#define RC_GDR_UCM_CUDA_UCM_PRIORITY   1000
+
+/* The module that makes UCM deliver CUDA memory events */
+#define RC_GDR_UCM_CUDA_UCM_MODULE     "libucm_cuda.so"
+
+/* cuGetProcAddress() versions asked for, besides the driver's own: what
+ * rc_gdr's shim asks (the first with cuGetProcAddress_v2) */
+#define RC_GDR_UCM_CUDA_PROC_VERSION   12000
+
+#define RC_GDR_UCM_CUDA_NAME_MAX       48
+
+
+/* The release calls, by signature */
+typedef enum {
+    RC_GDR_UCM_CUDA_FN_FREE,        /* CUresult (CUdeviceptr) */
+    RC_GDR_UCM_CUDA_FN_FREE_V1,     /* CUresult (unsigned int): legacy */
+    RC_GDR_UCM_CUDA_FN_FREE_HOST,   /* CUresult (void*) */
+    RC_GDR_UCM_CUDA_FN_FREE_ASYNC,  /* CUresult (CUdeviceptr, CUstream) */
+    RC_GDR_UCM_CUDA_FN_UNMAP,       /* CUresult (CUdeviceptr, size_t) */
+    RC_GDR_UCM_CUDA_FN_LAST
+} rc_gdr_ucm_cuda_fn_t;
+
+typedef CUresult (*rc_gdr_ucm_cuda_free_func_t)(CUdeviceptr dptr);
+typedef CUresult (*rc_gdr_ucm_cuda_free_v1_func_t)(unsigned int dptr);
+typedef CUresult (*rc_gdr_ucm_cuda_free_host_func_t)(void *ptr);
+typedef CUresult (*rc_gdr_ucm_cuda_free_async_func_t)(CUdeviceptr dptr,
+                                                      CUstream stream);
+typedef CUresult (*rc_gdr_ucm_cuda_unmap_func_t)(CUdeviceptr ptr, size_t size);
+
+typedef CUresult (*rc_gdr_ucm_cuda_get_range_func_t)(CUdeviceptr *base,
+                                                     size_t *size,
+                                                     CUdeviceptr dptr);
+typedef CUresult (*rc_gdr_ucm_cuda_get_attr_func_t)(void *data,
+                                                    CUpointer_attribute attr,
+                                                    CUdeviceptr ptr);
+typedef CUresult (*rc_gdr_ucm_cuda_get_proc_v2_func_t)(
+        const char *symbol, void **pfn, int version, cuuint64_t flags,
+        CUdriverProcAddressQueryResult *status);
+typedef CUresult (*rc_gdr_ucm_cuda_get_proc_v1_func_t)(const char *symbol,
+                                                       void **pfn,
+                                                       int version,
+                                                       cuuint64_t flags);
+
+
+/*
+ * Hook slots: one hook function per patched address. A release call has
+ * one export, and cuGetProcAddress() may add other addresses for it.
+ */
+#define RC_GDR_UCM_CUDA_FOREACH_SLOT(_S) \
+    _S(FREE_0,       FREE) \
+    _S(FREE_1,       FREE) \
+    _S(FREE_2,       FREE) \
+    _S(FREE_3,       FREE) \
+    _S(FREE_V1_0,    FREE_V1) \
+    _S(FREE_HOST_0,  FREE_HOST) \
+    _S(FREE_HOST_1,  FREE_HOST) \
+    _S(FREE_HOST_2,  FREE_HOST) \
+    _S(FREE_ASYNC_0, FREE_ASYNC) \
+    _S(FREE_ASYNC_1, FREE_ASYNC) \
+    _S(FREE_ASYNC_2, FREE_ASYNC) \
+    _S(FREE_ASYNC_3, FREE_ASYNC) \
+    _S(FREE_ASYNC_4, FREE_ASYNC) \
+    _S(UNMAP_0,      UNMAP) \
+    _S(UNMAP_1,      UNMAP) \
+    _S(UNMAP_2,      UNMAP)
+
+#define RC_GDR_UCM_CUDA_SLOT_ENUM(_slot, _fn) RC_GDR_UCM_CUDA_SLOT_##_slot,
+
+enum {
+    RC_GDR_UCM_CUDA_FOREACH_SLOT(RC_GDR_UCM_CUDA_SLOT_ENUM)
+    RC_GDR_UCM_CUDA_SLOT_LAST
+};
+
+typedef struct {
+    rc_gdr_ucm_cuda_fn_t fn;
+    void                 *hook;
+} rc_gdr_ucm_cuda_slot_t;
+
+/* A patched entry point */
+typedef struct {
+    void       *address;
+    const char *method;
+    char       name[RC_GDR_UCM_CUDA_NAME_MAX];
+} rc_gdr_ucm_cuda_site_t;
+
+/* What to patch: the export, or what cuGetProcAddress() gives for it */
+typedef struct {
+    rc_gdr_ucm_cuda_fn_t fn;
+    const char           *symbol;
+    int                  by_proc_address;
+} rc_gdr_ucm_cuda_target_t;
+
+typedef struct {
+    rc_gdr_ucm_cuda_free_cb_t cb;
+    void                      *arg;
+} rc_gdr_ucm_cuda_handler_t;
+
+
+/*
+ * 64-bit variants come first: if the legacy export is an alias of the
+ * current function, the alias must get the hook that passes 64-bit pointers.
+ */
+static const rc_gdr_ucm_cuda_target_t rc_gdr_ucm_cuda_targets[] = {
+    {RC_GDR_UCM_CUDA_FN_FREE,       "cuMemFree_v2",        0},
+    {RC_GDR_UCM_CUDA_FN_FREE,       "cuMemFree",           1},
+    {RC_GDR_UCM_CUDA_FN_FREE_HOST,  "cuMemFreeHost",       0},
+    {RC_GDR_UCM_CUDA_FN_FREE_HOST,  "cuMemFreeHost_v2",    0},
+    {RC_GDR_UCM_CUDA_FN_FREE_HOST,  "cuMemFreeHost",       1},
+    {RC_GDR_UCM_CUDA_FN_FREE_ASYNC, "cuMemFreeAsync",      0},
+    {RC_GDR_UCM_CUDA_FN_FREE_ASYNC, "cuMemFreeAsync_ptsz", 0},
+    {RC_GDR_UCM_CUDA_FN_FREE_ASYNC, "cuMemFreeAsync",      1},
+    {RC_GDR_UCM_CUDA_FN_UNMAP,      "cuMemUnmap",          0},
+    {RC_GDR_UCM_CUDA_FN_UNMAP,      "cuMemUnmap",          1},
+    {RC_GDR_UCM_CUDA_FN_FREE_V1,    "cuMemFree",           0}
+};
+
+static const cuuint64_t rc_gdr_ucm_cuda_proc_flags[] = {
+    CU_GET_PROC_ADDRESS_DEFAULT,
+    CU_GET_PROC_ADDRESS_LEGACY_STREAM,
+    CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+};
+
+static const char *rc_gdr_ucm_cuda_mode_names[] = {
+    [RC_GDR_UCM_CUDA_MODE_NONE]  = "none",
+    [RC_GDR_UCM_CUDA_MODE_HOOKS] = "hooks",
+    [RC_GDR_UCM_CUDA_MODE_UCM]   = "ucm",
+    [RC_GDR_UCM_CUDA_MODE_LAST]  = NULL
+};
+
+static const char *rc_gdr_ucm_cuda_mem_kind_names[] = {
+    [RC_GDR_UCM_CUDA_MEM_DEVICE]      = "device",
+    [RC_GDR_UCM_CUDA_MEM_VMM]         = "vmm",
+    [RC_GDR_UCM_CUDA_MEM_HOST_PINNED] = "host-pinned",
+    [RC_GDR_UCM_CUDA_MEM_LAST]        = NULL
+};
+
+
+/* Installation, under install_lock */
+static pthread_mutex_t        rc_gdr_ucm_cuda_install_lock =
+                                      PTHREAD_MUTEX_INITIALIZER;
+static int                    rc_gdr_ucm_cuda_installed;
+static ucs_status_t           rc_gdr_ucm_cuda_install_status;
+static rc_gdr_ucm_cuda_mode_t rc_gdr_ucm_cuda_mode_value;
+static rc_gdr_ucm_cuda_site_t rc_gdr_ucm_cuda_sites[RC_GDR_UCM_CUDA_SLOT_LAST];
+static unsigned               rc_gdr_ucm_cuda_num_sites;
+
+/* Written before the slot's patch is applied, read by its hook */
+static void *rc_gdr_ucm_cuda_orig[RC_GDR_UCM_CUDA_SLOT_LAST];
+
+/* Driver queries for the range of a free that gave only an address */
+static rc_gdr_ucm_cuda_get_range_func_t rc_gdr_ucm_cuda_get_range;
+static rc_gdr_ucm_cuda_get_attr_func_t  rc_gdr_ucm_cuda_get_attr;
+
+/* Subscribers: the list changes under the write lock, dispatch holds the
+ * read lock (which a thread may take again when a callback frees memory) */
+static pthread_rwlock_t          rc_gdr_ucm_cuda_handlers_lock =
+                                         PTHREAD_RWLOCK_INITIALIZER;
+static rc_gdr_ucm_cuda_handler_t rc_gdr_ucm_cuda_handlers
+                                         [RC_GDR_UCM_CUDA_MAX_HANDLERS];
+static unsigned                  rc_gdr_ucm_cuda_num_handlers;
+
+/* Hooked driver calls in progress in this thread: only the outermost one
+ * reports, the driver's own nested release calls pass through */
+static __thread unsigned rc_gdr_ucm_cuda_in_driver;
+
+/* Free callbacks in progress in this thread */
+static __thread unsigned rc_gdr_ucm_cuda_in_dispatch;
+
+
+const char *rc_gdr_ucm_cuda_mode_str(rc_gdr_ucm_cuda_mode_t mode)
+{
+    return (mode < RC_GDR_UCM_CUDA_MODE_LAST) ?
+           rc_gdr_ucm_cuda_mode_names[mode] : "invalid";
+}
+
+const char *rc_gdr_ucm_cuda_mem_kind_str(rc_gdr_ucm_cuda_mem_kind_t kind)
+{
+    return (kind < RC_GDR_UCM_CUDA_MEM_LAST) ?
+           rc_gdr_ucm_cuda_mem_kind_names[kind] : "invalid";
+}
+
+
+/*
+ * Dispatch
+ */
+
+/*
+ * The allocation that holds address: cuMemGetAddressRange needs a current
+ * context, the range attributes do not (a pool free may come from a thread
+ * without one). 0 when the driver does not know the address: then the free
+ * releases nothing.
+ */
+static int rc_gdr_ucm_cuda_range(void **address_p, size_t *length_p)
+{
+    CUdeviceptr dptr = (CUdeviceptr)(uintptr_t)*address_p;
+    CUdeviceptr base;
+    size_t size;
+
+    if (dptr == 0) {
+        return 0;
+    }
+
+    if ((rc_gdr_ucm_cuda_get_range != NULL) &&
+        (rc_gdr_ucm_cuda_get_range(&base, &size, dptr) == CUDA_SUCCESS) &&
+        (size != 0)) {
+        goto found;
+    }
+
+    if ((rc_gdr_ucm_cuda_get_attr != NULL) &&
+        (rc_gdr_ucm_cuda_get_attr(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                  dptr) == CUDA_SUCCESS) &&
+        (rc_gdr_ucm_cuda_get_attr(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                  dptr) == CUDA_SUCCESS) &&
+        (size != 0)) {
+        goto found;
+    }
+
+    return 0;
+
+found:
+    *address_p = (void*)(uintptr_t)base;
+    *length_p  = size;
+    return 1;
+}
+
+/* length 0: the call gave only the address, ask the driver for the range */
+static void rc_gdr_ucm_cuda_dispatch(void *address, size_t length,
+                                     rc_gdr_ucm_cuda_mem_kind_t kind)
+{
+    unsigned i;
+
+    if (__atomic_load_n(&rc_gdr_ucm_cuda_num_handlers, __ATOMIC_RELAXED) ==
+        0) {
+        return;
+    }
+
+    if ((length == 0) && !rc_gdr_ucm_cuda_range(&address, &length)) {
+        return;
+    }
+
+    ++rc_gdr_ucm_cuda_in_dispatch;
+    pthread_rwlock_rdlock(&rc_gdr_ucm_cuda_handlers_lock);
+    for (i = 0; i < rc_gdr_ucm_cuda_num_handlers; ++i) {
+        rc_gdr_ucm_cuda_handlers[i].cb(address, length, kind,
+                                       rc_gdr_ucm_cuda_handlers[i].arg);
+    }
+    pthread_rwlock_unlock(&rc_gdr_ucm_cuda_handlers_lock);
+    --rc_gdr_ucm_cuda_in_dispatch;
+}
+
+static UCS_F_ALWAYS_INLINE void
+rc_gdr_ucm_cuda_hook_enter(void *address, size_t length,
+                           rc_gdr_ucm_cuda_mem_kind_t kind)
+{
+    if (rc_gdr_ucm_cuda_in_driver == 0) {
+        rc_gdr_ucm_cuda_dispatch(address, length, kind);
+    }
+    ++rc_gdr_ucm_cuda_in_driver;
+}
+
+static UCS_F_ALWAYS_INLINE void rc_gdr_ucm_cuda_hook_leave(void)
+{
+    --rc_gdr_ucm_cuda_in_driver;
+}
+
+#define RC_GDR_UCM_CUDA_ORIG(_slot, _type) \
+    ((_type)__atomic_load_n(&rc_gdr_ucm_cuda_orig[_slot], __ATOMIC_ACQUIRE))
+
+
+/*
+ * Hooks: report the range, then call the original. One function per slot,
+ * by signature.
+ */
+#define RC_GDR_UCM_CUDA_HOOK_FREE(_slot) \
+    static CUresult rc_gdr_ucm_cuda_hook_##_slot(CUdeviceptr dptr) \
+    { \
+        CUresult ret; \
+        \
+        rc_gdr_ucm_cuda_hook_enter((void*)(uintptr_t)dptr, 0, \
+                                   RC_GDR_UCM_CUDA_MEM_DEVICE); \
+        ret = RC_GDR_UCM_CUDA_ORIG(RC_GDR_UCM_CUDA_SLOT_##_slot, \
+                                   rc_gdr_ucm_cuda_free_func_t)(dptr); \
+        rc_gdr_ucm_cuda_hook_leave(); \
+        return ret; \
+    }
+
+#define RC_GDR_UCM_CUDA_HOOK_FREE_V1(_slot) \
+    static CUresult rc_gdr_ucm_cuda_hook_##_slot(unsigned int dptr) \
+    { \
+        CUresult ret; \
+        \
+        rc_gdr_ucm_cuda_hook_enter((void*)(uintptr_t)dptr, 0, \
+                                   RC_GDR_UCM_CUDA_MEM_DEVICE); \
+        ret = RC_GDR_UCM_CUDA_ORIG(RC_GDR_UCM_CUDA_SLOT_##_slot, \
+                                   rc_gdr_ucm_cuda_free_v1_func_t)(dptr); \
+        rc_gdr_ucm_cuda_hook_leave(); \
+        return ret; \
+    }
+
+#define RC_GDR_UCM_CUDA_HOOK_FREE_HOST(_slot) \
+    static CUresult rc_gdr_ucm_cuda_hook_##_slot(void *ptr) \
+    { \
+        CUresult ret; \
+        \
+        rc_gdr_ucm_cuda_hook_enter(ptr, 0, RC_GDR_UCM_CUDA_MEM_HOST_PINNED); \
+        ret = RC_GDR_UCM_CUDA_ORIG(RC_GDR_UCM_CUDA_SLOT_##_slot, \
+                                   rc_gdr_ucm_cuda_free_host_func_t)(ptr); \
+        rc_gdr_ucm_cuda_hook_leave(); \
+        return ret; \
+    }
+
+#define RC_GDR_UCM_CUDA_HOOK_FREE_ASYNC(_slot) \
+    static CUresult rc_gdr_ucm_cuda_hook_##_slot(CUdeviceptr dptr, \
+                                                 CUstream stream) \
+    { \
+        CUresult ret; \
+        \
+        rc_gdr_ucm_cuda_hook_enter((void*)(uintptr_t)dptr, 0, \
+                                   RC_GDR_UCM_CUDA_MEM_DEVICE); \
+        ret = RC_GDR_UCM_CUDA_ORIG(RC_GDR_UCM_CUDA_SLOT_##_slot, \
+                                   rc_gdr_ucm_cuda_free_async_func_t)(dptr, \
+                                                                     stream); \
+        rc_gdr_ucm_cuda_hook_leave(); \
+        return ret; \
+    }
+
+#define RC_GDR_UCM_CUDA_HOOK_UNMAP(_slot) \
+    static CUresult rc_gdr_ucm_cuda_hook_##_slot(CUdeviceptr ptr, size_t size) \
+    { \
+        CUresult ret; \
+        \
+        rc_gdr_ucm_cuda_hook_enter((void*)(uintptr_t)ptr, size, \
+                                   RC_GDR_UCM_CUDA_MEM_VMM); \
+        ret = RC_GDR_UCM_CUDA_ORIG(RC_GDR_UCM_CUDA_SLOT_##_slot, \
+                                   rc_gdr_ucm_cuda_unmap_func_t)(ptr, size); \
+        rc_gdr_ucm_cuda_hook_leave(); \
+        return ret; \
+    }
+
+#define RC_GDR_UCM_CUDA_HOOK_DEFINE(_slot, _fn) \
+    RC_GDR_UCM_CUDA_HOOK_##_fn(_slot)
+
+RC_GDR_UCM_CUDA_FOREACH_SLOT(RC_GDR_UCM_CUDA_HOOK_DEFINE)
+
+#define RC_GDR_UCM_CUDA_SLOT_INIT(_slot, _fn) \
+    [RC_GDR_UCM_CUDA_SLOT_##_slot] = { \
+        .fn   = RC_GDR_UCM_CUDA_FN_##_fn, \
+        .hook = (void*)rc_gdr_ucm_cuda_hook_##_slot \
+    },
+
+static const rc_gdr_ucm_cuda_slot_t rc_gdr_ucm_cuda_slots[] = {
+    RC_GDR_UCM_CUDA_FOREACH_SLOT(RC_GDR_UCM_CUDA_SLOT_INIT)
+};
+
+
+/*
+ * Mode UCM: UCX's CUDA module reports, this forwards
+ */
+
+static void rc_gdr_ucm_cuda_ucm_event(ucm_event_type_t event_type,
+                                      ucm_event_t *event, void *arg)
+{
+    rc_gdr_ucm_cuda_mem_kind_t kind;
+
+    /* cuMemFreeHost and cudaFreeHost are reported as host memory */
+    kind = (event->mem_type.mem_type == UCS_MEMORY_TYPE_HOST) ?
+           RC_GDR_UCM_CUDA_MEM_HOST_PINNED : RC_GDR_UCM_CUDA_MEM_DEVICE;
+    rc_gdr_ucm_cuda_dispatch(event->mem_type.address, event->mem_type.size,
+                             kind);
+}
+
+static int rc_gdr_ucm_cuda_find_module_cb(struct dl_phdr_info *info,
+                                          size_t size, void *arg)
+{
+    const char *base;
+
+    if ((info->dlpi_name == NULL) || (info->dlpi_name[0] == '\0')) {
+        return 0;
+    }
+
+    base = strrchr(info->dlpi_name, '/');
+    base = (base != NULL) ? (base + 1) : info->dlpi_name;
+    return !strncmp(base, RC_GDR_UCM_CUDA_UCM_MODULE,
+                    strlen(RC_GDR_UCM_CUDA_UCM_MODULE));
+}
+
+/*
+ * Subscribe to UCM_EVENT_MEM_TYPE_FREE. The subscription loads UCM's modules;
+ * only libucm_cuda makes the event fire, so without it (auto mode) the
+ * subscription is dropped again.
+ */
+static ucs_status_t rc_gdr_ucm_cuda_ucm_subscribe(int forced)
+{
+    ucs_status_t status;
+
+    status = ucm_set_event_handler(UCM_EVENT_MEM_TYPE_FREE,
+                                   RC_GDR_UCM_CUDA_UCM_PRIORITY,
+                                   rc_gdr_ucm_cuda_ucm_event, NULL);
+    if (status != UCS_OK) {
+        ucs_log(forced ? UCS_LOG_LEVEL_DIAG : UCS_LOG_LEVEL_DEBUG,
+                "cannot subscribe to UCM CUDA free events: %s",
+                ucs_status_string(status));
+        return status;
+    }
+
+    if (!forced && !dl_iterate_phdr(rc_gdr_ucm_cuda_find_module_cb, NULL)) {
+        ucs_debug("%s is not loaded: UCM delivers no CUDA free events",
+                  RC_GDR_UCM_CUDA_UCM_MODULE);
+        ucm_unset_event_handler(UCM_EVENT_MEM_TYPE_FREE,
+                                rc_gdr_ucm_cuda_ucm_event, NULL);
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    return UCS_OK;
+}
+
+
+#if defined(__x86_64__)
+
+/*
+ * x86-64 trampolines for prologues libucm cannot relocate
+ */
+
+#ifndef MAP_FIXED_NOREPLACE
+#  define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+#define RC_GDR_UCM_X86_PATCH_LEN  5     /* jmp rel32 */
+#define RC_GDR_UCM_X86_SITE_SIZE  128   /* stub and trampoline of one site */
+#define RC_GDR_UCM_X86_TRAMP_OFF  16    /* after the stub, 14 bytes */
+#define RC_GDR_UCM_X86_MAX_PAGES  8
+/* What a rel32 reaches, less room for the size of the page */
+#define RC_GDR_UCM_X86_REACH      ((uintptr_t)INT32_MAX - UCS_MBYTE)
+/* No code page below this, nor this close under the stack */
+#define RC_GDR_UCM_X86_LOW_LIMIT  (16 * UCS_MBYTE)
+#define RC_GDR_UCM_X86_STACK_GAP  (64 * UCS_MBYTE)
+
+enum {
+    RC_GDR_UCM_X86_INSN_END  = UCS_BIT(0), /* no fall-through (ret, jmp) */
+    RC_GDR_UCM_X86_INSN_RIP  = UCS_BIT(1), /* has a RIP-relative disp32 */
+    RC_GDR_UCM_X86_INSN_JCC  = UCS_BIT(2), /* relative conditional jump */
+    RC_GDR_UCM_X86_INSN_JMP  = UCS_BIT(3), /* relative jump */
+    RC_GDR_UCM_X86_INSN_CALL = UCS_BIT(4)  /* relative call */
+};
+
+#define RC_GDR_UCM_X86_INSN_BRANCH \
+    (RC_GDR_UCM_X86_INSN_JCC | RC_GDR_UCM_X86_INSN_JMP | \
+     RC_GDR_UCM_X86_INSN_CALL)
+
+typedef struct {
+    size_t   length;
+    size_t   disp_offset;   /* INSN_RIP: where the disp32 is */
+    unsigned cond;          /* INSN_JCC: condition code */
+    int64_t  rel;           /* INSN_BRANCH: displacement */
+    unsigned flags;
+} rc_gdr_ucm_x86_insn_t;
+
+/* Executable pages for stubs and trampolines, under install_lock */
+typedef struct {
+    uint8_t *base;
+    size_t  size;
+    size_t  used;
+} rc_gdr_ucm_x86_page_t;
+
+static rc_gdr_ucm_x86_page_t rc_gdr_ucm_x86_pages[RC_GDR_UCM_X86_MAX_PAGES];
+
+
+/*
+ * Length of one instruction, and what in it depends on where it is. Knows
+ * the general-purpose, x87 and SSE encodings a function prologue uses; VEX,
+ * EVEX and the rarer instructions are refused (the entry point is then not
+ * hooked, which is safe).
+ */
+static ucs_status_t
+rc_gdr_ucm_x86_decode(const uint8_t *code, rc_gdr_ucm_x86_insn_t *insn)
+{
+    const uint8_t *p = code;
+    int opsize16     = 0;
+    int addr32       = 0;
+    int rex_w        = 0;
+    int two_byte     = 0;
+    int has_modrm    = 0;
+    int imm_group    = 0;   /* F6/F7: immediate for /0 and /1 only */
+    size_t imm       = 0;
+    size_t rel_size  = 0;
+    size_t iz;
+    int32_t rel32;
+    uint8_t op, modrm, mod, rm, reg;
+
+    memset(insn, 0, sizeof(*insn));
+
+    /* Legacy prefixes, then REX */
+    for (;; ++p) {
+        if (*p == 0x66) {
+            opsize16 = 1;
+        } else if (*p == 0x67) {
+            addr32 = 1;
+        } else if ((*p != 0xf0) && (*p != 0xf2) && (*p != 0xf3) &&
+                   (*p != 0x2e) && (*p != 0x36) && (*p != 0x3e) &&
+                   (*p != 0x26) && (*p != 0x64) && (*p != 0x65)) {
+            break;
+        }
+    }
+
+    if ((*p & 0xf0) == 0x40) {
+        rex_w = !!(*p & 0x08);
+        ++p;
+    }
+
+    iz = opsize16 ? 2 : 4;
+    op = *p++;
+
+    if (op == 0x0f) {
+        two_byte = 1;
+        op       = *p++;
+        if (op == 0x38) {
+            ++p;
+            has_modrm = 1;
+        } else if (op == 0x3a) {
+            ++p;
+            has_modrm = 1;
+            imm       = 1;
+        } else if ((op >= 0x80) && (op <= 0x8f)) {
+            insn->flags = RC_GDR_UCM_X86_INSN_JCC;
+            insn->cond  = op & 0xf;
+            rel_size    = 4;
+        } else if ((op == 0x05) || (op == 0x31) || (op == 0xa2) ||
+                   ((op >= 0xc8) && (op <= 0xcf))) {
+            /* syscall, rdtsc, cpuid, bswap */
+        } else if ((op == 0x70) || (op == 0x71) || (op == 0x72) ||
+                   (op == 0x73) || (op == 0xa4) || (op == 0xac) ||
+                   (op == 0xba) || (op == 0xc2) || (op == 0xc4) ||
+                   (op == 0xc5) || (op == 0xc6)) {
+            has_modrm = 1;
+            imm       = 1;
+        } else if (((op >= 0x10) && (op <= 0x1f)) ||
+                   ((op >= 0x28) && (op <= 0x2f)) ||
+                   ((op >= 0x40) && (op <= 0x6f)) ||
+                   ((op >= 0x74) && (op <= 0x76)) ||
+                   (op == 0x7e) || (op == 0x7f) ||
+                   ((op >= 0x90) && (op <= 0x9f)) ||
+                   (op == 0xa3) || (op == 0xab) || (op == 0xaf) ||
+                   (op == 0xb0) || (op == 0xb1) || (op == 0xb3) ||
+                   ((op >= 0xb6) && (op <= 0xbf) && (op != 0xba)) ||
+                   (op == 0xc0) || (op == 0xc1) || (op == 0xc3) ||
+                   (op == 0xc7) || (op >= 0xd0)) {
+            has_modrm = 1;
+        } else {
+            return UCS_ERR_UNSUPPORTED;
+        }
+    } else if (op < 0x40) {
+        /* add, or, adc, sbb, and, sub, xor, cmp */
+        switch (op & 7) {
+        case 0: case 1: case 2: case 3:
+            has_modrm = 1;
+            break;
+        case 4:
+            imm = 1;
+            break;
+        case 5:
+            imm = iz;
+            break;
+        default:
+            return UCS_ERR_UNSUPPORTED;
+        }
+    } else if ((op >= 0x50) && (op <= 0x5f)) {
+        /* push, pop */
+    } else if ((op >= 0x70) && (op <= 0x7f)) {
+        insn->flags = RC_GDR_UCM_X86_INSN_JCC;
+        insn->cond  = op & 0xf;
+        rel_size    = 1;
+    } else if ((op >= 0xb0) && (op <= 0xb7)) {
+        imm = 1;
+    } else if ((op >= 0xb8) && (op <= 0xbf)) {
+        imm = rex_w ? 8 : iz;
+    } else if (((op >= 0x84) && (op <= 0x8f)) || (op == 0x63) ||
+               ((op >= 0xd0) && (op <= 0xd3)) ||
+               ((op >= 0xd8) && (op <= 0xdf)) || (op == 0xfe)) {
+        has_modrm = 1;
+    } else if (((op >= 0x90) && (op <= 0x99)) ||
+               ((op >= 0x9b) && (op <= 0x9f)) ||
+               ((op >= 0xa4) && (op <= 0xa7)) ||
+               ((op >= 0xaa) && (op <= 0xaf)) || (op == 0xc9) ||
+               (op == 0xf4) || (op == 0xf5) || ((op >= 0xf8) && (op <= 0xfd))) {
+        /* nop, xchg, cdq, pushf, string operations, leave, hlt, flag ops */
+    } else {
+        switch (op) {
+        case 0x68: /* push imm */
+        case 0xa9: /* test eax, imm */
+            imm = iz;
+            break;
+        case 0x6a: /* push imm8 */
+        case 0xa8: /* test al, imm8 */
+            imm = 1;
+            break;
+        case 0x69: /* imul r, r/m, imm */
+        case 0x81: /* group 1, imm */
+        case 0xc7: /* mov r/m, imm */
+            has_modrm = 1;
+            imm       = iz;
+            break;
+        case 0x6b: /* imul r, r/m, imm8 */
+        case 0x80: /* group 1, imm8 */
+        case 0x83:
+        case 0xc0: /* shifts, imm8 */
+        case 0xc1:
+        case 0xc6: /* mov r/m8, imm8 */
+            has_modrm = 1;
+            imm       = 1;
+            break;
+        case 0xa0: /* mov al/eax, moffs: an absolute address */
+        case 0xa1:
+        case 0xa2:
+        case 0xa3:
+            imm = addr32 ? 4 : 8;
+            break;
+        case 0xc2: /* ret imm16 */
+            imm         = 2;
+            insn->flags = RC_GDR_UCM_X86_INSN_END;
+            break;
+        case 0xc3: /* ret */
+            insn->flags = RC_GDR_UCM_X86_INSN_END;
+            break;
+        case 0xc8: /* enter */
+            imm = 3;
+            break;
+        case 0xe8:
+            insn->flags = RC_GDR_UCM_X86_INSN_CALL;
+            rel_size    = 4;
+            break;
+        case 0xe9:
+            insn->flags = RC_GDR_UCM_X86_INSN_JMP | RC_GDR_UCM_X86_INSN_END;
+            rel_size    = 4;
+            break;
+        case 0xeb:
+            insn->flags = RC_GDR_UCM_X86_INSN_JMP | RC_GDR_UCM_X86_INSN_END;
+            rel_size    = 1;
+            break;
+        case 0xf6: /* group 3 */
+            has_modrm = 1;
+            imm_group = 1;
+            break;
+        case 0xf7:
+            has_modrm = 1;
+            imm_group = (int)iz;
+            break;
+        case 0xff: /* group 5 */
+            has_modrm = 1;
+            break;
+        default:
+            /* int3 (a debugger's breakpoint), VEX, EVEX, loop, jrcxz, ... */
+            return UCS_ERR_UNSUPPORTED;
+        }
+    }
+
+    if ((rel_size != 0) && opsize16) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    if (has_modrm) {
+        modrm = *p++;
+        mod   = modrm >> 6;
+        reg   = (modrm >> 3) & 7;
+        rm    = modrm & 7;
+
+        if (!two_byte && (op == 0xff) && ((reg == 4) || (reg == 5))) {
+            /* jmp r/m: no fall-through */
+            insn->flags |= RC_GDR_UCM_X86_INSN_END;
+        }
+
+        if ((imm_group != 0) && (reg <= 1)) {
+            imm = imm_group;
+        }
+
+        if (mod != 3) {
+            if (rm == 4) {
+                /* SIB; base 101 without displacement means disp32 */
+                if ((mod == 0) && ((*p & 7) == 5)) {
+                    p += 4;
+                }
+                ++p;
+            } else if ((mod == 0) && (rm == 5)) {
+                if (addr32) {
+                    return UCS_ERR_UNSUPPORTED; /* EIP-relative */
+                }
+                insn->flags      |= RC_GDR_UCM_X86_INSN_RIP;
+                insn->disp_offset = p - code;
+                p                += 4;
+            }
+
+            if (mod == 1) {
+                p += 1;
+            } else if (mod == 2) {
+                p += 4;
+            }
+        }
+    }
+
+    if (rel_size == 1) {
+        insn->rel = *(const int8_t*)p;
+    } else if (rel_size == 4) {
+        memcpy(&rel32, p, sizeof(rel32));
+        insn->rel = rel32;
+    }
+
+    insn->length = (p - code) + imm + rel_size;
+    return (insn->length <= 15) ? UCS_OK : UCS_ERR_UNSUPPORTED;
+}
+
+static int rc_gdr_ucm_x86_in_reach(uintptr_t from, uintptr_t to)
+{
+    return ((from > to) ? (from - to) : (to - from)) < RC_GDR_UCM_X86_REACH;
+}
+
+/* rel32 from the end of an instruction at [insn_end - ...) to target */
+static int rc_gdr_ucm_x86_rel32(uintptr_t insn_end, uintptr_t target,
+                                int32_t *rel_p)
+{
+    int64_t rel = (int64_t)(target - insn_end);
+
+    if ((rel < INT32_MIN) || (rel > INT32_MAX)) {
+        return 0;
+    }
+
+    *rel_p = (int32_t)rel;
+    return 1;
+}
+
+/*
+ * Map one page within rel32 reach of target: the free gap of the address
+ * space nearest to it, from /proc/self/maps. MAP_FIXED_NOREPLACE keeps a
+ * mapping made meanwhile by another thread; an older kernel takes the flag
+ * as a hint, which the address check below catches.
+ */
+static void *rc_gdr_ucm_x86_map_near(uintptr_t target, size_t size)
+{
+    uintptr_t best      = 0;
+    uintptr_t best_dist = UINTPTR_MAX;
+    uintptr_t prev_end  = RC_GDR_UCM_X86_LOW_LIMIT;
+    uintptr_t start, end, cand, dist;
+    char line[512];
+    void *addr;
+    FILE *file;
+
+    file = fopen("/proc/self/maps", "r");
+    if (file == NULL) {
+        ucs_debug("cannot open /proc/self/maps: %m");
+        return NULL;
+    }
+
+    while (fgets(line, sizeof(line), file) != NULL) {
+        if (sscanf(line, "%lx-%lx", &start, &end) != 2) {
+            continue;
+        }
+
+        if (strstr(line, "[stack]") != NULL) {
+            start = (start > RC_GDR_UCM_X86_STACK_GAP) ?
+                    (start - RC_GDR_UCM_X86_STACK_GAP) : 0;
+        }
+
+        if ((start > prev_end) && ((start - prev_end) >= size)) {
+            /* the end of the gap [prev_end, start) nearest to target */
+            cand = (start <= target) ? (start - size) : prev_end;
+            dist = (cand > target) ? (cand - target) : (target - cand);
+            if (dist < best_dist) {
+                best      = cand;
+                best_dist = dist;
+            }
+        }
+
+        prev_end = ucs_max(prev_end, end);
+    }
+    fclose(file);
+
+    if ((best == 0) || !rc_gdr_ucm_x86_in_reach(best, target)) {
+        ucs_debug("no free address range within 2 GiB of %p",
+                  (void*)target);
+        return NULL;
+    }
+
+    addr = mmap((void*)best, size, PROT_READ | PROT_WRITE | PROT_EXEC,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (addr == MAP_FAILED) {
+        ucs_debug("mmap(%p, %zu) failed: %m", (void*)best, size);
+        return NULL;
+    }
+
+    if (addr != (void*)best) {
+        munmap(addr, size);
+        return NULL;
+    }
+
+    return addr;
+}
+
+/* Room for one site within reach of target, writable until protect_done */
+static uint8_t *rc_gdr_ucm_x86_site_alloc(uintptr_t target)
+{
+    size_t page_size = ucs_get_page_size();
+    rc_gdr_ucm_x86_page_t *page;
+    uint8_t *addr;
+    int retry;
+
+    for (page = rc_gdr_ucm_x86_pages;
+         page < rc_gdr_ucm_x86_pages + RC_GDR_UCM_X86_MAX_PAGES; ++page) {
+        if (page->base == NULL) {
+            break;
+        }
+
+        if (((page->used + RC_GDR_UCM_X86_SITE_SIZE) <= page->size) &&
+            rc_gdr_ucm_x86_in_reach((uintptr_t)page->base, target) &&
+            rc_gdr_ucm_x86_in_reach((uintptr_t)page->base + page->size,
+                                    target)) {
+            if (mprotect(page->base, page->size,
+                         PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+                ucs_debug("mprotect(%p, RWX) failed: %m", page->base);
+                return NULL;
+            }
+            goto found;
+        }
+    }
+
+    if (page == rc_gdr_ucm_x86_pages + RC_GDR_UCM_X86_MAX_PAGES) {
+        return NULL;
+    }
+
+    /* Another thread may take the gap between the lookup and the mmap */
+    for (retry = 0; retry < 3; ++retry) {
+        addr = rc_gdr_ucm_x86_map_near(target, page_size);
+        if (addr != NULL) {
+            page->base = addr;
+            page->size = page_size;
+            page->used = 0;
+            goto found;
+        }
+    }
+
+    return NULL;
+
+found:
+    addr        = page->base + page->used;
+    page->used += RC_GDR_UCM_X86_SITE_SIZE;
+    return addr;
+}
+
+/* Back to read-execute: the page is written only while sites are added */
+static void rc_gdr_ucm_x86_site_done(uint8_t *site)
+{
+    size_t page_size = ucs_get_page_size();
+    void *page       = (void*)ucs_align_down((uintptr_t)site, page_size);
+
+    __builtin___clear_cache((char*)site,
+                            (char*)site + RC_GDR_UCM_X86_SITE_SIZE);
+    if (mprotect(page, page_size, PROT_READ | PROT_EXEC) != 0) {
+        ucs_debug("mprotect(%p, RX) failed: %m", page);
+    }
+}
+
+/*
+ * Copy the instructions that the patch displaces from func to tramp, then a
+ * jump back to the first instruction left in place.
+ */
+static ucs_status_t rc_gdr_ucm_x86_relocate(const uint8_t *func,
+                                            uint8_t *tramp, size_t max)
+{
+    const uint8_t *src = func;
+    uint8_t *dst       = tramp;
+    int ended          = 0;
+    rc_gdr_ucm_x86_insn_t insn;
+    uintptr_t target;
+    ucs_status_t status;
+    int32_t rel, disp;
+    size_t len;
+
+    while (src < (func + RC_GDR_UCM_X86_PATCH_LEN)) {
+        if (ended) {
+            /* the function ends inside the bytes the patch overwrites */
+            return UCS_ERR_UNSUPPORTED;
+        }
+
+        status = rc_gdr_ucm_x86_decode(src, &insn);
+        if (status != UCS_OK) {
+            ucs_debug("unknown instruction at %p+%zu: %02x %02x %02x %02x",
+                      func, (size_t)(src - func), src[0], src[1], src[2],
+                      src[3]);
+            return status;
+        }
+
+        /* the largest form: jcc rel32, or the instruction itself */
+        if ((size_t)(dst - tramp) + ucs_max(insn.length, (size_t)6) +
+            RC_GDR_UCM_X86_PATCH_LEN > max) {
+            return UCS_ERR_BUFFER_TOO_SMALL;
+        }
+
+        if (insn.flags & RC_GDR_UCM_X86_INSN_BRANCH) {
+            target = (uintptr_t)src + insn.length + insn.rel;
+            if ((target >= (uintptr_t)func) &&
+                (target < ((uintptr_t)func + RC_GDR_UCM_X86_PATCH_LEN))) {
+                /* into the bytes the patch overwrites */
+                return UCS_ERR_UNSUPPORTED;
+            }
+
+            if (insn.flags & RC_GDR_UCM_X86_INSN_JCC) {
+                dst[0] = 0x0f;
+                dst[1] = 0x80 | insn.cond;
+                len    = 6;
+            } else {
+                dst[0] = (insn.flags & RC_GDR_UCM_X86_INSN_CALL) ? 0xe8 : 0xe9;
+                len    = 5;
+            }
+
+            if (!rc_gdr_ucm_x86_rel32((uintptr_t)dst + len, target, &rel)) {
+                return UCS_ERR_UNSUPPORTED;
+            }
+            memcpy(dst + len - sizeof(rel), &rel, sizeof(rel));
+        } else {
+            len = insn.length;
+            memcpy(dst, src, len);
+            if (insn.flags & RC_GDR_UCM_X86_INSN_RIP) {
+                /* the same absolute address, from the new place */
+                memcpy(&disp, src + insn.disp_offset, sizeof(disp));
+                target = (uintptr_t)src + insn.length + (int64_t)disp;
+                if (!rc_gdr_ucm_x86_rel32((uintptr_t)dst + len, target,
+                                          &disp)) {
+                    return UCS_ERR_UNSUPPORTED;
+                }
+                memcpy(dst + insn.disp_offset, &disp, sizeof(disp));
+            }
+        }
+
+        ended = !!(insn.flags & RC_GDR_UCM_X86_INSN_END);
+        src  += insn.length;
+        dst  += len;
+    }
+
+    if (!ended) {
+        dst[0] = 0xe9;
+        if (!rc_gdr_ucm_x86_rel32((uintptr_t)dst + 5, (uintptr_t)src, &rel)) {
+            return UCS_ERR_UNSUPPORTED;
+        }
+        memcpy(dst + 1, &rel, sizeof(rel));
+    }
+
+    return UCS_OK;
+}
+
+/*
+ * Write "jmp rel32" over the first bytes of func. Where the five bytes lie
+ * in one aligned 8-byte word (function entries are aligned), a single store
+ * replaces them, so a thread entering func meanwhile sees either the old
+ * code or the jump.
+ */
+static ucs_status_t rc_gdr_ucm_x86_write_jmp(uint8_t *func, uintptr_t target)
+{
+    size_t page_size = ucs_get_page_size();
+    uintptr_t page   = ucs_align_down((uintptr_t)func, page_size);
+    size_t prot_len  = ((uintptr_t)func + RC_GDR_UCM_X86_PATCH_LEN) - page;
+    size_t offset    = (uintptr_t)func & 7;
+    uint8_t patch[RC_GDR_UCM_X86_PATCH_LEN];
+    uint64_t *word, value;
+    int32_t rel;
+
+    if (!rc_gdr_ucm_x86_rel32((uintptr_t)func + RC_GDR_UCM_X86_PATCH_LEN,
+                              target, &rel)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    patch[0] = 0xe9;
+    memcpy(&patch[1], &rel, sizeof(rel));
+
+    if (mprotect((void*)page, prot_len, PROT_READ | PROT_WRITE | PROT_EXEC) !=
+        0) {
+        ucs_diag("cannot make the code at %p writable: %m", func);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    if ((offset + RC_GDR_UCM_X86_PATCH_LEN) <= sizeof(value)) {
+        word  = (uint64_t*)((uintptr_t)func - offset);
+        value = *word;
+        memcpy((uint8_t*)&value + offset, patch, sizeof(patch));
+        __atomic_store_n(word, value, __ATOMIC_SEQ_CST);
+    } else {
+        memcpy(func, patch, sizeof(patch));
+    }
+
+    if (mprotect((void*)page, prot_len, PROT_READ | PROT_EXEC) != 0) {
+        ucs_debug("mprotect(%p, RX) failed: %m", (void*)page);
+    }
+
+    __builtin___clear_cache((char*)func,
+                            (char*)func + RC_GDR_UCM_X86_PATCH_LEN);
+    return UCS_OK;
+}
+
+static ucs_status_t rc_gdr_ucm_x86_patch(void *func, void *hook,
+                                         void **orig_p)
+{
+    uint8_t *site, *tramp;
+    ucs_status_t status;
+
+    site = rc_gdr_ucm_x86_site_alloc((uintptr_t)func);
+    if (site == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    /* stub: jmp *0(%rip); .quad hook */
+    site[0] = 0xff;
+    site[1] = 0x25;
+    memset(&site[2], 0, sizeof(int32_t));
+    memcpy(&site[6], &hook, sizeof(hook));
+
+    tramp  = site + RC_GDR_UCM_X86_TRAMP_OFF;
+    status = rc_gdr_ucm_x86_relocate(func, tramp, RC_GDR_UCM_X86_SITE_SIZE -
+                                                  RC_GDR_UCM_X86_TRAMP_OFF);
+    rc_gdr_ucm_x86_site_done(site);
+    if (status != UCS_OK) {
+        /* the site's bytes stay unused */
+        return status;
+    }
+
+    /* the hook may run as soon as the jump is written */
+    __atomic_store_n(orig_p, (void*)tramp, __ATOMIC_RELEASE);
+    return rc_gdr_ucm_x86_write_jmp(func, (uintptr_t)site);
+}
+
+#endif /* __x86_64__ */
+
+
+/*
+ * Mode HOOKS
+ */
+
+static ucs_status_t rc_gdr_ucm_cuda_patch(void *func, unsigned slot,
+                                          const char *name,
+                                          const char **method_p)
+{
+    void *hook = rc_gdr_ucm_cuda_slots[slot].hook;
+    ucs_status_t status;
+
+#if defined(__x86_64__) || defined(__aarch64__)
+    /* ucm_bistro_patch() sets the trampoline before it applies the patch.
+     * (The aarch64 patcher of UCX 1.13 makes no trampolines: it refuses.) */
+    status = ucm_bistro_patch(func, hook, name, &rc_gdr_ucm_cuda_orig[slot],
+                              NULL);
+    if (status == UCS_OK) {
+        *method_p = "ucm_bistro";
+        return UCS_OK;
+    }
+#else
+    /* no trampoline to call the original through */
+    status = UCS_ERR_UNSUPPORTED;
+#endif
+
+#if defined(__x86_64__)
+    if (status == UCS_ERR_UNSUPPORTED) {
+        ucs_debug("libucm cannot relocate the prologue of %s at %p, "
+                  "relocating it here", name, func);
+        status = rc_gdr_ucm_x86_patch(func, hook, &rc_gdr_ucm_cuda_orig[slot]);
+        if (status == UCS_OK) {
+            *method_p = "rc_gdr_bistro";
+            return UCS_OK;
+        }
+    }
+#endif
+
+    return status;
+}
+
+static int rc_gdr_ucm_cuda_is_patched(void *func)
+{
+    unsigned i;
+
+    for (i = 0; i < rc_gdr_ucm_cuda_num_sites; ++i) {
+        if (rc_gdr_ucm_cuda_sites[i].address == func) {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+/* A free slot for one more address of the release call fn */
+static int rc_gdr_ucm_cuda_slot_get(rc_gdr_ucm_cuda_fn_t fn)
+{
+    unsigned slot;
+
+    for (slot = 0; slot < RC_GDR_UCM_CUDA_SLOT_LAST; ++slot) {
+        if ((rc_gdr_ucm_cuda_slots[slot].fn == fn) &&
+            (rc_gdr_ucm_cuda_orig[slot] == NULL)) {
+            return slot;
+        }
+    }
+
+    return -1;
+}
+
+/* Patch func for fn, once per address; 0 when it could not be patched */
+static int rc_gdr_ucm_cuda_hook_address(rc_gdr_ucm_cuda_fn_t fn, void *func,
+                                        const char *name)
+{
+    rc_gdr_ucm_cuda_site_t *site;
+    const char *method;
+    ucs_status_t status;
+    int slot;
+
+    if ((func == NULL) || rc_gdr_ucm_cuda_is_patched(func)) {
+        return 1;
+    }
+
+    slot = rc_gdr_ucm_cuda_slot_get(fn);
+    if (slot < 0) {
+        ucs_diag("cannot hook %s at %p: no hook left for its kind", name,
+                 func);
+        return 0;
+    }
+
+    status = rc_gdr_ucm_cuda_patch(func, slot, name, &method);
+    if (status != UCS_OK) {
+        rc_gdr_ucm_cuda_orig[slot] = NULL;
+        ucs_diag("cannot hook %s at %p: %s; memory it releases is found "
+                 "stale only by the buffer-id check (HINT: a UCX with "
+                 "libucm_cuda delivers the events instead)", name, func,
+                 ucs_status_string(status));
+        return 0;
+    }
+
+    site          = &rc_gdr_ucm_cuda_sites[rc_gdr_ucm_cuda_num_sites++];
+    site->address = func;
+    site->method  = method;
+    ucs_strncpy_safe(site->name, name, sizeof(site->name));
+    ucs_debug("hooked %s at %p (%s)", name, func, method);
+    return 1;
+}
+
+/*
+ * Keep an object resident: code that was patched, or that patched code
+ * jumps to, must never be unmapped.
+ */
+static void rc_gdr_ucm_cuda_pin(const void *addr)
+{
+    Dl_info info;
+    void *handle;
+
+    if ((dladdr(addr, &info) == 0) || (info.dli_fname == NULL)) {
+        return;
+    }
+
+    /* the main program has no name to open, and never goes away */
+    handle = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    if (handle == NULL) {
+        (void)dlerror();
+    }
+}
+
+static ucs_status_t rc_gdr_ucm_cuda_hooks_install(void *driver)
+{
+    rc_gdr_ucm_cuda_get_proc_v2_func_t get_proc_v2;
+    rc_gdr_ucm_cuda_get_proc_v1_func_t get_proc_v1;
+    const rc_gdr_ucm_cuda_target_t *target;
+    uct_rc_gdr_cuda_driver_info_t drv_info;
+    CUdriverProcAddressQueryResult qres;
+    char name[RC_GDR_UCM_CUDA_NAME_MAX];
+    int versions[2];
+    unsigned num_failed, v, f;
+    CUresult res;
+    void *func;
+
+    get_proc_v2 = (rc_gdr_ucm_cuda_get_proc_v2_func_t)dlsym(driver,
+                                                    "cuGetProcAddress_v2");
+    get_proc_v1 = (get_proc_v2 != NULL) ? NULL :
+                  (rc_gdr_ucm_cuda_get_proc_v1_func_t)dlsym(driver,
+                                                    "cuGetProcAddress");
+
+    versions[0] = RC_GDR_UCM_CUDA_PROC_VERSION;
+    versions[1] = RC_GDR_UCM_CUDA_PROC_VERSION;
+    if ((uct_rc_gdr_cuda_driver_info(&drv_info) == UCS_OK) &&
+        (drv_info.driver_version > 0)) {
+        versions[1] = drv_info.driver_version;
+    }
+
+    rc_gdr_ucm_cuda_pin((void*)rc_gdr_ucm_cuda_dispatch);
+
+    num_failed = 0;
+    for (target = rc_gdr_ucm_cuda_targets;
+         target < (rc_gdr_ucm_cuda_targets +
+                   ucs_static_array_size(rc_gdr_ucm_cuda_targets));
+         ++target) {
+        if (!target->by_proc_address) {
+            func        = dlsym(driver, target->symbol);
+            num_failed += !rc_gdr_ucm_cuda_hook_address(target->fn, func,
+                                                        target->symbol);
+            continue;
+        }
+
+        for (v = 0; v < ucs_static_array_size(versions); ++v) {
+            for (f = 0; f < ucs_static_array_size(rc_gdr_ucm_cuda_proc_flags);
+                 ++f) {
+                func = NULL;
+                if (get_proc_v2 != NULL) {
+                    res = get_proc_v2(target->symbol, &func, versions[v],
+                                      rc_gdr_ucm_cuda_proc_flags[f], &qres);
+                } else if (get_proc_v1 != NULL) {
+                    res = get_proc_v1(target->symbol, &func, versions[v],
+                                      rc_gdr_ucm_cuda_proc_flags[f]);
+                } else {
+                    break;
+                }
+
+                if (res != CUDA_SUCCESS) {
+                    continue;
+                }
+
+                ucs_snprintf_safe(name, sizeof(name), "%s@proc(%d,0x%x)",
+                                  target->symbol, versions[v],
+                                  (unsigned)rc_gdr_ucm_cuda_proc_flags[f]);
+                num_failed += !rc_gdr_ucm_cuda_hook_address(target->fn, func,
+                                                            name);
+            }
+        }
+    }
+
+    if (rc_gdr_ucm_cuda_num_sites == 0) {
+        ucs_diag("the CUDA driver has no release call that could be hooked");
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    rc_gdr_ucm_cuda_mode_value = RC_GDR_UCM_CUDA_MODE_HOOKS;
+    ucs_debug("CUDA free events: %u entry points hooked, %u could not be",
+              rc_gdr_ucm_cuda_num_sites, num_failed);
+    return (num_failed == 0) ? UCS_OK : UCS_ERR_UNSUPPORTED;
+}
+
+
+/*
+ * Installation
+ */
+
+static ucs_status_t rc_gdr_ucm_cuda_do_install(void)
+{
+    const char *env = getenv(RC_GDR_UCM_CUDA_MODE_ENV);
+    int want_hooks  = 1;
+    int want_ucm    = 1;
+    ucs_status_t status;
+    void *driver;
+
+    if ((env != NULL) && (*env != '\0') && strcmp(env, "auto")) {
+        if (!strcmp(env, "none")) {
+            ucs_debug("CUDA free events are off (%s=none)",
+                      RC_GDR_UCM_CUDA_MODE_ENV);
+            return UCS_ERR_UNSUPPORTED;
+        } else if (!strcmp(env, "hooks")) {
+            want_ucm = 0;
+        } else if (!strcmp(env, "ucm")) {
+            want_hooks = 0;
+        } else {
+            ucs_warn("%s=%s is not one of auto, hooks, ucm, none: using auto",
+                     RC_GDR_UCM_CUDA_MODE_ENV, env);
+        }
+    }
+
+    if (uct_rc_gdr_cuda_init() != UCS_OK) {
+        ucs_debug("CUDA free events are off: no usable CUDA driver");
+        return UCS_ERR_NO_DEVICE;
+    }
+
+    /* The shim's library; from now on never unloaded, as it is patched */
+    driver = dlopen(uct_rc_gdr_cuda_library_name(),
+                    RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    if (driver == NULL) {
+        ucs_debug("CUDA free events are off: %s is not loaded (%s)",
+                  uct_rc_gdr_cuda_library_name(), dlerror());
+        return UCS_ERR_NO_DEVICE;
+    }
+
+    rc_gdr_ucm_cuda_get_range = (rc_gdr_ucm_cuda_get_range_func_t)
+                                dlsym(driver, "cuMemGetAddressRange_v2");
+    rc_gdr_ucm_cuda_get_attr  = (rc_gdr_ucm_cuda_get_attr_func_t)
+                                dlsym(driver, "cuPointerGetAttribute");
+
+    if (want_ucm) {
+        status = rc_gdr_ucm_cuda_ucm_subscribe(!want_hooks);
+        if (status == UCS_OK) {
+            rc_gdr_ucm_cuda_mode_value = RC_GDR_UCM_CUDA_MODE_UCM;
+            ucs_debug("CUDA free events come from UCM");
+            return UCS_OK;
+        } else if (!want_hooks) {
+            return status;
+        }
+    }
+
+    return rc_gdr_ucm_cuda_hooks_install(driver);
+}
+
+ucs_status_t rc_gdr_ucm_cuda_install(void)
+{
+    ucs_status_t status;
+
+    pthread_mutex_lock(&rc_gdr_ucm_cuda_install_lock);
+    if (!rc_gdr_ucm_cuda_installed) {
+        rc_gdr_ucm_cuda_install_status = rc_gdr_ucm_cuda_do_install();
+        rc_gdr_ucm_cuda_installed      = 1;
+    }
+    status = rc_gdr_ucm_cuda_install_status;
+    pthread_mutex_unlock(&rc_gdr_ucm_cuda_install_lock);
+
+    return status;
+}
+
+rc_gdr_ucm_cuda_mode_t rc_gdr_ucm_cuda_mode(void)
+{
+    rc_gdr_ucm_cuda_mode_t mode;
+
+    pthread_mutex_lock(&rc_gdr_ucm_cuda_install_lock);
+    mode = rc_gdr_ucm_cuda_mode_value;
+    pthread_mutex_unlock(&rc_gdr_ucm_cuda_install_lock);
+    return mode;
+}
+
+unsigned rc_gdr_ucm_cuda_hooks(rc_gdr_ucm_cuda_hook_info_t *info,
+                               unsigned max)
+{
+    unsigned i, num;
+
+    pthread_mutex_lock(&rc_gdr_ucm_cuda_install_lock);
+    num = rc_gdr_ucm_cuda_num_sites;
+    for (i = 0; (i < num) && (i < max); ++i) {
+        info[i].name    = rc_gdr_ucm_cuda_sites[i].name;
+        info[i].address = rc_gdr_ucm_cuda_sites[i].address;
+        info[i].method  = rc_gdr_ucm_cuda_sites[i].method;
+    }
+    pthread_mutex_unlock(&rc_gdr_ucm_cuda_install_lock);
+
+    return num;
+}
+
+
+/*
+ * Subscribers
+ */
+
+static int rc_gdr_ucm_cuda_handler_find(rc_gdr_ucm_cuda_free_cb_t cb,
+                                        void *arg)
+{
+    unsigned i;
+
+    for (i = 0; i < rc_gdr_ucm_cuda_num_handlers; ++i) {
+        if ((rc_gdr_ucm_cuda_handlers[i].cb == cb) &&
+            (rc_gdr_ucm_cuda_handlers[i].arg == arg)) {
+            return i;
+        }
+    }
+
+    return -1;
+}
+
+ucs_status_t rc_gdr_ucm_cuda_set_free_handler(rc_gdr_ucm_cuda_free_cb_t cb,
+                                              void *arg)
+{
+    ucs_status_t status;
+    unsigned num;
+
+    if (rc_gdr_ucm_cuda_in_dispatch > 0) {
+        /* the read lock is held: the write lock would never come */
+        ucs_error("cannot subscribe to CUDA free events from a free callback");
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    pthread_rwlock_wrlock(&rc_gdr_ucm_cuda_handlers_lock);
+    num = rc_gdr_ucm_cuda_num_handlers;
+    if (rc_gdr_ucm_cuda_handler_find(cb, arg) >= 0) {
+        status = UCS_ERR_ALREADY_EXISTS;
+    } else if (num == RC_GDR_UCM_CUDA_MAX_HANDLERS) {
+        ucs_error("too many CUDA free event subscribers (%u)", num);
+        status = UCS_ERR_EXCEEDS_LIMIT;
+    } else {
+        rc_gdr_ucm_cuda_handlers[num].cb  = cb;
+        rc_gdr_ucm_cuda_handlers[num].arg = arg;
+        __atomic_store_n(&rc_gdr_ucm_cuda_num_handlers, num + 1,
+                         __ATOMIC_RELEASE);
+        status = UCS_OK;
+    }
+    pthread_rwlock_unlock(&rc_gdr_ucm_cuda_handlers_lock);
+
+    return status;
+}
+
+ucs_status_t rc_gdr_ucm_cuda_unset_free_handler(rc_gdr_ucm_cuda_free_cb_t cb,
+                                                void *arg)
+{
+    ucs_status_t status;
+    unsigned num;
+    int i;
+
+    if (rc_gdr_ucm_cuda_in_dispatch > 0) {
+        ucs_error("cannot unsubscribe from CUDA free events from a free "
+                  "callback");
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    pthread_rwlock_wrlock(&rc_gdr_ucm_cuda_handlers_lock);
+    i = rc_gdr_ucm_cuda_handler_find(cb, arg);
+    if (i < 0) {
+        status = UCS_ERR_NO_ELEM;
+    } else {
+        num = rc_gdr_ucm_cuda_num_handlers - 1;
+        rc_gdr_ucm_cuda_handlers[i] = rc_gdr_ucm_cuda_handlers[num];
+        __atomic_store_n(&rc_gdr_ucm_cuda_num_handlers, num,
+                         __ATOMIC_RELEASE);
+        status = UCS_OK;
+    }
+    pthread_rwlock_unlock(&rc_gdr_ucm_cuda_handlers_lock);
+
+    return status;
+}
