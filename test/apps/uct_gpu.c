@@ -403,10 +403,24 @@ static void run_uct(const char *dev_a, const char *dev_b)
           "put_zcopy from the re-allocated buffer (%s)",
           ucs_status_string(status));
 
-    region_dereg(&a, &b, &src_gpu);
+    /* Freed while still registered: the free hook invalidates the entry
+     * before the driver releases the memory; the late deregistration only
+     * drops the reference. */
+    before = md_stats(a.md);
+    uct_rc_gdr_cuda_mem_free(again);
+    after  = md_stats(a.md);
+    check(after.invalidations == before.invalidations + 1,
+          "cuMemFree of registered GPU memory invalidates its entry at once "
+          "(%lu -> %lu)", (unsigned long)before.invalidations,
+          (unsigned long)after.invalidations);
+    check(uct_md_mem_dereg(a.md, src_gpu.memh) == UCS_OK,
+          "deregistration after the free succeeds");
+    check(uct_md_mem_dereg(a.md, src_gpu.memh) == UCS_ERR_INVALID_PARAM,
+          "a second deregistration is refused (UCS_ERR_INVALID_PARAM)");
+    uct_rkey_release(b.component, &src_gpu.rkey);
+
     region_dereg(&b, &a, &dst_gpu);
     region_dereg(&b, &a, &host);
-    uct_rc_gdr_cuda_mem_free(again);
     uct_rc_gdr_cuda_mem_free(gpu_b);
     free(host_buf);
 }

@@ -16,6 +16,8 @@
 #include "rc_gdr_cuda.h"
 #include "rc_gdr_probe.h"
 
+#include <ucm/rc_gdr_ucm.h>
+
 #include <ucm/api/ucm.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -121,10 +123,25 @@ static void uct_rc_gdr_md_vm_unmapped(ucm_event_type_t event_type,
 }
 
 
+/* CUDA memory freed: its registrations go before the memory does, so no
+ * NIC keeps a key to memory the GPU hands out again. */
+static void uct_rc_gdr_md_cuda_freed(void *address, size_t length,
+                                     rc_gdr_ucm_cuda_mem_kind_t kind,
+                                     void *arg)
+{
+    uct_rc_gdr_md_t *md = arg;
+
+    uct_rc_gdr_rcache_invalidate(md->rcache, address, length);
+}
+
+
 static void uct_rc_gdr_md_close(uct_md_h tl_md)
 {
     uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
 
+    if (md->num_gpus > 0) {
+        rc_gdr_ucm_cuda_unset_free_handler(uct_rc_gdr_md_cuda_freed, md);
+    }
     ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, uct_rc_gdr_md_vm_unmapped,
                             md);
     uct_rc_gdr_rcache_destroy(md->rcache);
@@ -820,6 +837,22 @@ ucs_status_t uct_rc_gdr_md_open(uct_component_t *component,
         ucs_error("rc_gdr: cannot subscribe to memory unmap events: %s",
                   ucs_status_string(status));
         goto err_destroy_rcache;
+    }
+
+    if (md->num_gpus > 0) {
+        /* Without hooks, the buffer-ID check on every registration still
+         * keeps a reused address off a stale MR; the hooks release the MR
+         * of freed memory at once instead of at its last deregistration. */
+        status = rc_gdr_ucm_cuda_install();
+        if (status == UCS_OK) {
+            status = rc_gdr_ucm_cuda_set_free_handler(uct_rc_gdr_md_cuda_freed,
+                                                      md);
+        }
+        if (status != UCS_OK) {
+            ucs_diag("rc_gdr: %s: no CUDA free events (%s): registrations of "
+                     "freed GPU memory are released at deregistration",
+                     md->name, ucs_status_string(status));
+        }
     }
 
     ibv_free_device_list(devices);
