@@ -11,6 +11,8 @@
  *                             GPU memory with UCX_TLS from the environment
  *   uct_gpu lanes DEV         prints the md counters after registering GPU
  *                             memory: which lane the gate chose
+ *   uct_gpu estimate DEV LANE the iface's performance estimate for GPU
+ *                             memory matches LANE (gdr or bounce)
  *
  * Prints "PASS"/"FAIL" lines and "N passed, N failed".
  */
@@ -20,6 +22,7 @@
 #include <uct/ib_gdr/rc_gdr_cuda.h>
 
 #include <uct/api/uct.h>
+#include <uct/api/v2/uct_v2.h>
 #include <ucp/api/ucp.h>
 #include <ucs/async/async_fwd.h>
 
@@ -452,6 +455,41 @@ static void run_lanes(const char *dev)
 }
 
 
+/* The performance UCP is told must be the lane's: a staged copy for the
+ * bounce lane, the NIC's own for GDR. */
+static void run_estimate(const char *dev, const char *expect)
+{
+    uct_perf_attr_t host = {0}, gpu = {0};
+    node_t a;
+
+    node_open(&a, dev);
+    host.field_mask = UCT_PERF_ATTR_FIELD_OPERATION |
+                      UCT_PERF_ATTR_FIELD_LOCAL_MEMORY_TYPE |
+                      UCT_PERF_ATTR_FIELD_REMOTE_MEMORY_TYPE |
+                      UCT_PERF_ATTR_FIELD_BANDWIDTH |
+                      UCT_PERF_ATTR_FIELD_LATENCY;
+    host.operation          = UCT_EP_OP_PUT_ZCOPY;
+    host.local_memory_type  = UCS_MEMORY_TYPE_HOST;
+    host.remote_memory_type = UCS_MEMORY_TYPE_HOST;
+    gpu                     = host;
+    gpu.local_memory_type   = UCS_MEMORY_TYPE_CUDA;
+    if ((uct_iface_estimate_perf(a.iface, &host) != UCS_OK) ||
+        (uct_iface_estimate_perf(a.iface, &gpu) != UCS_OK)) {
+        die("uct_iface_estimate_perf", UCS_ERR_UNSUPPORTED);
+    }
+
+    printf("put_zcopy estimate: host latency %.2f us, GPU latency %.2f us\n",
+           host.latency.c * 1e6, gpu.latency.c * 1e6);
+    if (!strcmp(expect, "bounce")) {
+        check(gpu.latency.c > host.latency.c,
+              "bounce lane: GPU memory is estimated slower than host memory");
+    } else {
+        check(gpu.latency.c == host.latency.c,
+              "GDR lane: GPU memory is estimated like host memory");
+    }
+}
+
+
 /* ---------------------------------------------------------------- UCP -- */
 
 static void ucp_wait(ucp_worker_h *workers, void *request)
@@ -577,9 +615,11 @@ int main(int argc, char **argv)
         run_ucp();
     } else if ((argc == 3) && !strcmp(argv[1], "lanes")) {
         run_lanes(argv[2]);
+    } else if ((argc == 4) && !strcmp(argv[1], "estimate")) {
+        run_estimate(argv[2], argv[3]);
     } else {
-        fprintf(stderr, "usage: %s uct DEV_A DEV_B | ucp | lanes DEV\n",
-                argv[0]);
+        fprintf(stderr, "usage: %s uct DEV_A DEV_B | ucp | lanes DEV | "
+                "estimate DEV gdr|bounce\n", argv[0]);
         return 2;
     }
 

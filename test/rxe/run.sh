@@ -162,7 +162,10 @@ test_gpu_bounce_registration() {
     local out
     out=$(UCX_RC_GDR_REG_METHODS=dmabuf with_emulated_gpu \
           "$B/test/apps/uct_gpu" lanes rxe0:1 2>&1); echo "$out"
-    echo "$out" | grep -q 'peermem 0 dmabuf 0 bounce 1'
+    echo "$out" | grep -q 'peermem 0 dmabuf 0 bounce 1' &&
+        UCX_RC_GDR_REG_METHODS=dmabuf with_emulated_gpu \
+            "$B/test/apps/uct_gpu" estimate rxe0:1 bounce &&
+        with_emulated_gpu "$B/test/apps/uct_gpu" estimate rxe0:1 gdr
 }
 
 # Requiring GDR where no mechanism works: opening fails, naming the check.

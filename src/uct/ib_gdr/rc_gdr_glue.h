@@ -68,7 +68,7 @@ typedef uct_md_attr_t uct_rc_gdr_md_attr_t;
 /* The internal iface ops, in the member order of this release. */
 #define UCT_RC_GDR_IFACE_INTERNAL_OPS_INITIALIZER(_prefix) \
     { \
-        .iface_estimate_perf = uct_base_iface_estimate_perf, \
+        .iface_estimate_perf = _prefix##_iface_estimate_perf, \
         .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t) \
                                    ucs_empty_function, \
         .ep_query            = (uct_ep_query_func_t) \

@@ -13,6 +13,7 @@
 #include <ucs/debug/log.h>
 #include <ucs/sys/string.h>
 #include <ucs/type/class.h>
+#include <uct/api/v2/uct_v2.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -80,6 +81,9 @@ ucs_config_field_t uct_rc_gdr_iface_config_table[] = {
      "GID table index of the local port (RoCE).",
      ucs_offsetof(uct_rc_gdr_iface_config_t, gid_index),
      UCS_CONFIG_TYPE_UINT},
+
+    UCT_RC_GDR_FLUSH_CONFIG_FIELD(ucs_offsetof(uct_rc_gdr_iface_config_t,
+                                               flush_mode)),
 
     UCT_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 0, "send/receive",
                                   ucs_offsetof(uct_rc_gdr_iface_config_t,
@@ -230,6 +234,33 @@ static int uct_rc_gdr_iface_is_reachable(const uct_iface_h tl_iface,
 }
 
 
+/* Exported for tests: see rc_gdr_iface.h */
+ucs_status_t uct_rc_gdr_iface_stats_query(uct_iface_h tl_iface,
+                                          uct_rc_gdr_iface_stats_t *stats)
+{
+    uct_rc_gdr_iface_t *iface;
+    size_t size;
+
+    if ((tl_iface == NULL) || (stats == NULL) ||
+        (tl_iface->ops.iface_query != uct_rc_gdr_iface_query)) {
+        ucs_error("rc_gdr: stats query on an interface that is not rc_gdr");
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    if (stats->size < 2 * sizeof(uint64_t)) {
+        ucs_error("rc_gdr: stats query with size %" PRIu64 ", at least %zu",
+                  stats->size, 2 * sizeof(uint64_t));
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    iface = ucs_derived_of(tl_iface, uct_rc_gdr_iface_t);
+    size  = ucs_min(stats->size, sizeof(iface->stats));
+    memcpy(stats, &iface->stats, size);
+    stats->size = size;
+    return UCS_OK;
+}
+
+
 uct_rc_gdr_op_t *uct_rc_gdr_iface_get_op(uct_rc_gdr_iface_t *iface)
 {
     uct_rc_gdr_op_t *op = ucs_mpool_get_inline(&iface->op_mp);
@@ -377,11 +408,16 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
 }
 
 
+/* Flushes every endpoint; those that owe a flush read post it here. An
+ * endpoint without the resources for its read, or with pending requests, is
+ * not flushed yet: INPROGRESS, and the caller calls again after progress
+ * (UCP takes NO_RESOURCE from an iface flush for a failure). */
 static ucs_status_t uct_rc_gdr_iface_flush(uct_iface_h tl_iface, unsigned flags,
                                            uct_completion_t *comp)
 {
     uct_rc_gdr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_gdr_iface_t);
     ucs_status_t status       = UCS_OK;
+    ucs_status_t ep_status;
     uct_rc_gdr_ep_t *ep;
 
     if (comp != NULL) {
@@ -389,9 +425,14 @@ static ucs_status_t uct_rc_gdr_iface_flush(uct_iface_h tl_iface, unsigned flags,
     }
 
     ucs_list_for_each(ep, &iface->eps, list) {
-        if (uct_rc_gdr_ep_flush(&ep->super.super, flags, NULL) ==
-            UCS_INPROGRESS) {
-            status = UCS_INPROGRESS;
+        ep_status = uct_rc_gdr_ep_flush(&ep->super.super, flags, NULL);
+        if ((ep_status == UCS_INPROGRESS) ||
+            (ep_status == UCS_ERR_NO_RESOURCE)) {
+            if (status == UCS_OK) {
+                status = UCS_INPROGRESS;
+            }
+        } else if (UCS_STATUS_IS_ERR(ep_status)) {
+            status = ep_status; /* a read could not be posted */
         }
     }
 
@@ -530,9 +571,11 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
                                          config->failure_timeout,
                                          config->retry_count);
     self->config.atomic        = (md->dev_attr.atomic_cap != IBV_ATOMIC_NONE);
+    self->config.flush_mode    = config->flush_mode;
     self->tx_cq_avail          = config->tx_cq_len;
     self->rx_posted            = 0;
     memset(&self->stats, 0, sizeof(self->stats));
+    self->stats.size           = sizeof(self->stats);
     ucs_list_head_init(&self->eps);
     ucs_list_head_init(&self->zombies);
     kh_init_inplace(uct_rc_gdr_qpn, &self->eps_by_qpn);
@@ -627,10 +670,11 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_gdr_iface_t)
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     ucs_info("rc_gdr: %s:%u closed: %" PRIu64 " work requests posted, %"
-             PRIu64 " messages received, %" PRIu64 " credit grants",
+             PRIu64 " messages received, %" PRIu64 " credit grants, %"
+             PRIu64 " flush reads",
              ucs_derived_of(self->super.md, uct_rc_gdr_md_t)->name,
              self->port_num, self->stats.tx_wrs, self->stats.rx_msgs,
-             self->stats.credit_grants);
+             self->stats.credit_grants, self->stats.flush_reads);
 
     /* Users destroy their endpoints first; what is left is a zombie whose
      * completions will never come once its QP is gone. */
@@ -703,6 +747,89 @@ static uct_iface_ops_t uct_rc_gdr_iface_ops = {
                                     ucs_empty_function_return_success,
     .iface_is_reachable       = uct_rc_gdr_iface_is_reachable
 };
+
+
+/*
+ * Performance per lane, so that UCP's protocol choice matches the lane that
+ * really moves the memory: GPU memory on the bounce lane pays a staging copy
+ * (pinned copies run at ~50 GB/s and cost ~9 us for a small synchronous one
+ * on an H200, DESIGN section 7), host memory and GDR lanes the NIC's rate.
+ */
+#define UCT_RC_GDR_STAGE_BANDWIDTH  50e9
+#define UCT_RC_GDR_STAGE_LATENCY    9e-6
+
+static int uct_rc_gdr_iface_is_bounced(uct_rc_gdr_iface_t *iface,
+                                       ucs_memory_type_t mem_type,
+                                       uct_rc_gdr_dir_t dir)
+{
+    uct_rc_gdr_md_t *md = ucs_derived_of(iface->super.md, uct_rc_gdr_md_t);
+    int gpu;
+
+    if ((mem_type != UCS_MEMORY_TYPE_CUDA) &&
+        (mem_type != UCS_MEMORY_TYPE_CUDA_MANAGED)) {
+        return 0;
+    }
+
+    /* Managed memory always bounces; otherwise any GPU that bounces makes
+     * the estimate pessimistic, since the type does not name the GPU. */
+    for (gpu = 0; gpu < md->num_gpus; ++gpu) {
+        if ((mem_type == UCS_MEMORY_TYPE_CUDA_MANAGED) ||
+            (md->gpus[gpu].lane[dir] > UCT_RC_GDR_LANE_GDR_PEERMEM)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+
+static ucs_status_t uct_rc_gdr_iface_estimate_perf(uct_iface_h tl_iface,
+                                                   uct_perf_attr_t *perf_attr)
+{
+    uct_rc_gdr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_gdr_iface_t);
+    ucs_memory_type_t local   = UCS_MEMORY_TYPE_HOST;
+    ucs_memory_type_t remote  = UCS_MEMORY_TYPE_HOST;
+    int is_get, bounced;
+    ucs_status_t status;
+
+    status = uct_base_iface_estimate_perf(tl_iface, perf_attr);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_LOCAL_MEMORY_TYPE) {
+        local = perf_attr->local_memory_type;
+    }
+    if (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_REMOTE_MEMORY_TYPE) {
+        remote = perf_attr->remote_memory_type;
+    }
+
+    /* A get makes the NIC write local and read remote memory; every other
+     * operation the other way round. */
+    is_get  = (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_OPERATION) &&
+              ((perf_attr->operation == UCT_EP_OP_GET_BCOPY) ||
+               (perf_attr->operation == UCT_EP_OP_GET_ZCOPY));
+    bounced = uct_rc_gdr_iface_is_bounced(iface, local,
+                                          is_get ? UCT_RC_GDR_DIR_NIC_WRITES_GPU :
+                                                   UCT_RC_GDR_DIR_NIC_READS_GPU) +
+              uct_rc_gdr_iface_is_bounced(iface, remote,
+                                          is_get ? UCT_RC_GDR_DIR_NIC_READS_GPU :
+                                                   UCT_RC_GDR_DIR_NIC_WRITES_GPU);
+    if (bounced == 0) {
+        return UCS_OK;
+    }
+
+    if (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_BANDWIDTH) {
+        perf_attr->bandwidth.dedicated =
+                ucs_min(perf_attr->bandwidth.dedicated +
+                        perf_attr->bandwidth.shared,
+                        UCT_RC_GDR_STAGE_BANDWIDTH);
+        perf_attr->bandwidth.shared    = 0;
+    }
+    if (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_LATENCY) {
+        perf_attr->latency.c += bounced * UCT_RC_GDR_STAGE_LATENCY;
+    }
+    return UCS_OK;
+}
 
 
 static uct_iface_internal_ops_t uct_rc_gdr_iface_internal_ops =
