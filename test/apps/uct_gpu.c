@@ -13,6 +13,8 @@
  *                             memory: which lane the gate chose
  *   uct_gpu estimate DEV LANE the iface's performance estimate for GPU
  *                             memory matches LANE (gdr or bounce)
+ *   uct_gpu flush A B READS   10 puts into GPU memory then one flush cause
+ *                             exactly READS flush reads
  *
  * Prints "PASS"/"FAIL" lines and "N passed, N failed".
  */
@@ -46,6 +48,13 @@ typedef struct {
 } md_stats_t;
 
 typedef ucs_status_t (*md_stats_query_t)(uct_md_h, md_stats_t*);
+
+/* Leading fields of uct_rc_gdr_iface_stats_t (rc_gdr_iface.h). */
+typedef struct {
+    uint64_t size, tx_wrs, rx_msgs, credit_grants, flush_reads;
+} iface_stats_t;
+
+typedef ucs_status_t (*iface_stats_query_t)(uct_iface_h, iface_stats_t*);
 
 static int g_passed, g_failed;
 
@@ -455,6 +464,111 @@ static void run_lanes(const char *dev)
 }
 
 
+static uint64_t flush_reads(uct_iface_h iface)
+{
+    iface_stats_query_t query = (iface_stats_query_t)
+            dlsym(RTLD_DEFAULT, "uct_rc_gdr_iface_stats_query");
+    iface_stats_t stats       = {.size = sizeof(stats)};
+
+    if ((query == NULL) || (query(iface, &stats) != UCS_OK)) {
+        die("uct_rc_gdr_iface_stats_query", UCS_ERR_UNSUPPORTED);
+    }
+    return stats.flush_reads;
+}
+
+
+static ucs_status_t flush_ep(node_t *a, node_t *b)
+{
+    wait_comp_t wc = {.comp = {.func = comp_cb, .count = 1}};
+    double deadline = now() + TIMEOUT_S;
+    ucs_status_t status;
+
+    do {
+        status = uct_ep_flush(a->ep, 0, &wc.comp);
+        uct_worker_progress(a->worker);
+        uct_worker_progress(b->worker);
+    } while ((status == UCS_ERR_NO_RESOURCE) && (now() < deadline));
+
+    while ((status == UCS_INPROGRESS) && (wc.comp.count > 0) &&
+           (now() < deadline)) {
+        uct_worker_progress(a->worker);
+        uct_worker_progress(b->worker);
+    }
+    return (status == UCS_INPROGRESS) ? wc.status : status;
+}
+
+
+/*
+ * Writes into GPU memory, then one flush: the GPU's write-ordering attribute
+ * (the stand-in driver's RC_GDR_FAKE_CUDA_WRITES_ORDERING) decides whether
+ * the flush reads, once per flush, not once per put. EXPECT is the number of
+ * reads one flush must cause.
+ */
+static void run_flush(const char *dev_a, const char *dev_b, int expect)
+{
+    const int num_puts = 10;
+    region_t src, dst;
+    uint64_t before, after;
+    ucs_status_t status = UCS_OK;
+    node_t a, b;
+    void *gpu_a, *gpu_b;
+    int i;
+
+    node_open(&a, dev_a);
+    node_open(&b, dev_b);
+    uct_ep_connect_to_ep(a.ep, (uct_device_addr_t*)b.dev_addr,
+                         (uct_ep_addr_t*)b.ep_addr);
+    uct_ep_connect_to_ep(b.ep, (uct_device_addr_t*)a.dev_addr,
+                         (uct_ep_addr_t*)a.ep_addr);
+    gpu_a = gpu_alloc(SIZE);
+    gpu_b = gpu_alloc(SIZE);
+    if ((region_reg(&a, &b, gpu_a, SIZE, &src) != UCS_OK) ||
+        (region_reg(&b, &a, gpu_b, SIZE, &dst) != UCS_OK)) {
+        die("registration", UCS_ERR_IO_ERROR);
+    }
+
+    gpu_fill(gpu_a, SIZE, 7);
+    before = flush_reads(a.iface);
+    for (i = 0; (i < num_puts) && (status == UCS_OK); ++i) {
+        status = zcopy(&a, &b, 1, gpu_a, src.memh, (uintptr_t)gpu_b,
+                       dst.rkey.rkey, SIZE);
+    }
+    after = flush_reads(a.iface);
+    check((status == UCS_OK) && (after == before),
+          "%d puts into GPU memory post no read by themselves", num_puts);
+
+    status = flush_ep(&a, &b);
+    after  = flush_reads(a.iface);
+    check((status == UCS_OK) && (after - before == (uint64_t)expect) &&
+          gpu_equals(gpu_b, SIZE, 7),
+          "one flush after %d puts: %lu read(s), expected %d", num_puts,
+          (unsigned long)(after - before), expect);
+
+    status = flush_ep(&a, &b);
+    check((status == UCS_OK) && (flush_reads(a.iface) == after),
+          "a flush with nothing written since posts no read");
+
+    /* UCP's rendezvous ends with puts, a fence and a message: the fence
+     * reads, and the message waits for that read. */
+    status = zcopy(&a, &b, 1, gpu_a, src.memh, (uintptr_t)gpu_b,
+                   dst.rkey.rkey, SIZE);
+    before = flush_reads(a.iface);
+    status = (status == UCS_OK) ? uct_ep_fence(a.ep, 0) : status;
+    after  = flush_reads(a.iface);
+    check((status == UCS_OK) && (after - before == (uint64_t)expect),
+          "a fence after a put: %lu read(s), expected %d",
+          (unsigned long)(after - before), expect);
+    status = flush_ep(&a, &b);
+    check((status == UCS_OK) && (flush_reads(a.iface) == after),
+          "the flush after that fence does not read again");
+
+    region_dereg(&a, &b, &src);
+    region_dereg(&b, &a, &dst);
+    uct_rc_gdr_cuda_mem_free(gpu_a);
+    uct_rc_gdr_cuda_mem_free(gpu_b);
+}
+
+
 /* The performance UCP is told must be the lane's: a staged copy for the
  * bounce lane, the NIC's own for GDR. */
 static void run_estimate(const char *dev, const char *expect)
@@ -615,11 +729,13 @@ int main(int argc, char **argv)
         run_ucp();
     } else if ((argc == 3) && !strcmp(argv[1], "lanes")) {
         run_lanes(argv[2]);
+    } else if ((argc == 5) && !strcmp(argv[1], "flush")) {
+        run_flush(argv[2], argv[3], atoi(argv[4]));
     } else if ((argc == 4) && !strcmp(argv[1], "estimate")) {
         run_estimate(argv[2], argv[3]);
     } else {
         fprintf(stderr, "usage: %s uct DEV_A DEV_B | ucp | lanes DEV | "
-                "estimate DEV gdr|bounce\n", argv[0]);
+                "estimate DEV gdr|bounce | flush DEV_A DEV_B READS\n", argv[0]);
         return 2;
     }
 

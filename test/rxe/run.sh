@@ -168,6 +168,40 @@ test_gpu_bounce_registration() {
         with_emulated_gpu "$B/test/apps/uct_gpu" estimate rxe0:1 gdr
 }
 
+# Flush by RDMA READ: a GPU that does not order incoming writes (attribute
+# NONE) gets one read per flush, one that does (OWNER) none; "always" reads
+# for host memory too, "never" never; a peer that dies while the read is
+# outstanding ends the flush with an error.
+test_flush_gpu_ordering_none() {
+    RC_GDR_FAKE_CUDA_WRITES_ORDERING=0 with_emulated_gpu \
+        "$B/test/apps/uct_gpu" flush rxe0:1 rxe1:1 1
+}
+
+test_flush_gpu_ordering_owner() {
+    RC_GDR_FAKE_CUDA_WRITES_ORDERING=100 with_emulated_gpu \
+        "$B/test/apps/uct_gpu" flush rxe0:1 rxe1:1 0
+}
+
+test_flush_gpu_never() {
+    UCX_RC_GDR_FLUSH=never RC_GDR_FAKE_CUDA_WRITES_ORDERING=0 \
+        with_emulated_gpu "$B/test/apps/uct_gpu" flush rxe0:1 rxe1:1 0
+}
+
+test_flush_counts() {
+    test_uct_flush counts rxe0:1 rxe1:1
+}
+
+test_flush_peer_death() {
+    test_uct_flush peer-death rxe0:1 rxe1:1 3
+}
+
+test_uct_flush() {
+    timeout 300 "$B/test/apps/uct_flush" "$@" > "$LOG/flush.out" 2>&1
+    local rc=$?
+    grep -v '^PASS' "$LOG/flush.out"
+    [ "$rc" = 0 ] && grep -q '^[0-9]* passed, 0 failed$' "$LOG/flush.out"
+}
+
 # Requiring GDR where no mechanism works: opening fails, naming the check.
 test_gpu_require_refused() {
     local out rc
@@ -201,6 +235,11 @@ run_test gpu_emulated_uct_put_get_and_reuse     test_gpu_uct
 run_test gpu_emulated_ucp_put_get               test_gpu_ucp
 run_test gpu_emulated_bounce_registration       test_gpu_bounce_registration
 run_test gpu_emulated_require_gdr_names_check   test_gpu_require_refused
+run_test flush_read_once_for_gpu_ordering_none  test_flush_gpu_ordering_none
+run_test flush_no_read_for_gpu_ordering_owner   test_flush_gpu_ordering_owner
+run_test flush_never_means_no_read              test_flush_gpu_never
+run_test flush_always_and_counts_host_memory    test_flush_counts
+run_test flush_read_peer_killed_reports_error   test_flush_peer_death
 
 rm -rf "$LOG"
 echo "$PASSED passed, $FAILED failed"

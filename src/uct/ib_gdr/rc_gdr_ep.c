@@ -5,6 +5,7 @@
 
 #include "rc_gdr_ep.h"
 #include "rc_gdr_addr.h"
+#include "rc_gdr_flush.h"
 
 #include <uct/base/uct_iov.inl>
 #include <ucs/datastruct/mpool.inl>
@@ -133,9 +134,10 @@ static ucs_status_t uct_rc_gdr_ep_post_op(uct_rc_gdr_ep_t *ep,
 }
 
 
-/* The NIC key of a remote buffer; rc_gdr's own encoding, checked. */
+/* The NIC key of a remote buffer and its flags; rc_gdr's own encoding,
+ * checked. */
 static ucs_status_t uct_rc_gdr_ep_remote_key(uct_rkey_t uct_rkey,
-                                             uint32_t *rkey_p)
+                                             uct_rc_gdr_rkey_t *rkey_p)
 {
     uct_rc_gdr_rkey_t rkey;
 
@@ -151,8 +153,52 @@ static ucs_status_t uct_rc_gdr_ep_remote_key(uct_rkey_t uct_rkey,
         return UCS_ERR_UNSUPPORTED;
     }
 
-    *rkey_p = rkey.rkey;
+    *rkey_p = rkey;
     return UCS_OK;
+}
+
+
+/*
+ * After a write or atomic was posted: remember where the next flush must
+ * read, when the knob or the target (its rkey flag) asks for a read
+ * (rc_gdr_flush.h). One target per endpoint: the last one written that needs
+ * the read. The NIC's read of that GPU's memory returns only after the
+ * writes it placed there before (PCIe reads do not pass posted writes), so a
+ * batch of puts into one GPU costs one read; writes into two GPUs behind one
+ * endpoint between two flushes are made visible only in the last one.
+ */
+static UCS_F_ALWAYS_INLINE void
+uct_rc_gdr_ep_flush_note_write(uct_rc_gdr_ep_t *ep,
+                               const uct_rc_gdr_rkey_t *rkey,
+                               uint64_t remote_addr, size_t length)
+{
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
+
+    if (length == 0) {
+        return; /* touched no memory */
+    }
+
+    if (!uct_rc_gdr_flush_rkey_needs_read(iface->config.flush_mode,
+                                          rkey->flags)) {
+#if UCT_RC_GDR_HAVE_FLUSH_REMOTE
+        /* UCT_FLUSH_FLAG_REMOTE reads after any write; a target that needs
+         * the read for visibility keeps its place. */
+        ep->flags |= UCT_RC_GDR_EP_FLAG_WRITTEN;
+        if (ep->flags & UCT_RC_GDR_EP_FLAG_FLUSH_READ) {
+            return;
+        }
+#else
+        return;
+#endif
+    } else {
+        ep->flags |= UCT_RC_GDR_EP_FLAG_FLUSH_READ |
+                     UCT_RC_GDR_EP_FLAG_WRITTEN;
+    }
+
+    ep->flush.remote_addr = remote_addr;
+    ep->flush.rkey        = rkey->rkey;
+    ep->flush.length      = ucs_min(length,
+                                    (size_t)UCT_RC_GDR_FLUSH_READ_MAX);
 }
 
 
@@ -216,17 +262,17 @@ ucs_status_t uct_rc_gdr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
 {
     uct_rc_gdr_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
     uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
+    uct_rc_gdr_rkey_t remote_key;
     struct ibv_send_wr wr;
     struct ibv_sge sge;
     uct_rc_gdr_op_t *op;
     ucs_status_t status;
-    uint32_t nic_rkey;
 
     if (ucs_unlikely(length > iface->config.max_inline)) {
         return UCS_ERR_INVALID_PARAM;
     }
 
-    status = uct_rc_gdr_ep_remote_key(rkey, &nic_rkey);
+    status = uct_rc_gdr_ep_remote_key(rkey, &remote_key);
     if (status != UCS_OK) {
         return status;
     }
@@ -245,9 +291,13 @@ ucs_status_t uct_rc_gdr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
     sge.length = length;
     sge.lkey   = 0;
     uct_rc_gdr_ep_wr_rdma(&wr, IBV_WR_RDMA_WRITE, &sge, 1, remote_addr,
-                          nic_rkey);
+                          remote_key.rkey);
     wr.send_flags = IBV_SEND_INLINE;
-    return uct_rc_gdr_ep_post_op(ep, &wr, op);
+    status        = uct_rc_gdr_ep_post_op(ep, &wr, op);
+    if (status == UCS_OK) {
+        uct_rc_gdr_ep_flush_note_write(ep, &remote_key, remote_addr, length);
+    }
+    return status;
 }
 
 
@@ -256,14 +306,14 @@ ssize_t uct_rc_gdr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
                                 uct_rkey_t rkey)
 {
     uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
+    uct_rc_gdr_rkey_t remote_key;
     struct ibv_send_wr wr;
     struct ibv_sge sge;
     uct_rc_gdr_op_t *op;
     ucs_status_t status;
-    uint32_t nic_rkey;
     size_t length;
 
-    status = uct_rc_gdr_ep_remote_key(rkey, &nic_rkey);
+    status = uct_rc_gdr_ep_remote_key(rkey, &remote_key);
     if (status != UCS_OK) {
         return status;
     }
@@ -283,9 +333,14 @@ ssize_t uct_rc_gdr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     sge.length = length;
     sge.lkey   = op->buf->lkey;
     uct_rc_gdr_ep_wr_rdma(&wr, IBV_WR_RDMA_WRITE, &sge, 1, remote_addr,
-                          nic_rkey);
+                          remote_key.rkey);
     status = uct_rc_gdr_ep_post_op(ep, &wr, op);
-    return (status == UCS_OK) ? (ssize_t)length : status;
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    uct_rc_gdr_ep_flush_note_write(ep, &remote_key, remote_addr, length);
+    return (ssize_t)length;
 }
 
 
@@ -298,10 +353,11 @@ static ucs_status_t uct_rc_gdr_ep_rdma_zcopy(uct_rc_gdr_ep_t *ep,
                                              uct_completion_t *comp)
 {
     struct ibv_sge sges[UCT_RC_GDR_MAX_IOV];
+    uct_rc_gdr_rkey_t remote_key;
     struct ibv_send_wr wr;
     uct_rc_gdr_op_t *op;
     ucs_status_t status;
-    uint32_t nic_rkey;
+    size_t length;
     int num_sge;
 
     if (ucs_unlikely(iovcnt > UCT_RC_GDR_MAX_IOV)) {
@@ -310,7 +366,7 @@ static ucs_status_t uct_rc_gdr_ep_rdma_zcopy(uct_rc_gdr_ep_t *ep,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    status = uct_rc_gdr_ep_remote_key(rkey, &nic_rkey);
+    status = uct_rc_gdr_ep_remote_key(rkey, &remote_key);
     if (status != UCS_OK) {
         return status;
     }
@@ -326,10 +382,18 @@ static ucs_status_t uct_rc_gdr_ep_rdma_zcopy(uct_rc_gdr_ep_t *ep,
     }
 
     op->comp = comp;
-    uct_rc_gdr_ep_fill_sges(sges, iov, iovcnt, &num_sge);
-    uct_rc_gdr_ep_wr_rdma(&wr, opcode, sges, num_sge, remote_addr, nic_rkey);
+    length   = uct_rc_gdr_ep_fill_sges(sges, iov, iovcnt, &num_sge);
+    uct_rc_gdr_ep_wr_rdma(&wr, opcode, sges, num_sge, remote_addr,
+                          remote_key.rkey);
     status = uct_rc_gdr_ep_post_op(ep, &wr, op);
-    return (status == UCS_OK) ? UCS_INPROGRESS : status;
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if (opcode == IBV_WR_RDMA_WRITE) {
+        uct_rc_gdr_ep_flush_note_write(ep, &remote_key, remote_addr, length);
+    }
+    return UCS_INPROGRESS;
 }
 
 
@@ -361,17 +425,17 @@ ucs_status_t uct_rc_gdr_ep_get_bcopy(uct_ep_h tl_ep,
 {
     uct_rc_gdr_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
     uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
+    uct_rc_gdr_rkey_t remote_key;
     struct ibv_send_wr wr;
     struct ibv_sge sge;
     uct_rc_gdr_op_t *op;
     ucs_status_t status;
-    uint32_t nic_rkey;
 
     if (ucs_unlikely(length > iface->config.seg_size)) {
         return UCS_ERR_INVALID_PARAM;
     }
 
-    status = uct_rc_gdr_ep_remote_key(rkey, &nic_rkey);
+    status = uct_rc_gdr_ep_remote_key(rkey, &remote_key);
     if (status != UCS_OK) {
         return status;
     }
@@ -394,7 +458,7 @@ ucs_status_t uct_rc_gdr_ep_get_bcopy(uct_ep_h tl_ep,
     sge.length           = length;
     sge.lkey             = op->buf->lkey;
     uct_rc_gdr_ep_wr_rdma(&wr, IBV_WR_RDMA_READ, &sge, 1, remote_addr,
-                          nic_rkey);
+                          remote_key.rkey);
     status = uct_rc_gdr_ep_post_op(ep, &wr, op);
     return (status == UCS_OK) ? UCS_INPROGRESS : status;
 }
@@ -590,11 +654,11 @@ static ucs_status_t uct_rc_gdr_ep_atomic(uct_rc_gdr_ep_t *ep,
                                          uint64_t *result,
                                          uct_completion_t *comp)
 {
+    uct_rc_gdr_rkey_t remote_key;
     struct ibv_send_wr wr;
     struct ibv_sge sge;
     uct_rc_gdr_op_t *op;
     ucs_status_t status;
-    uint32_t nic_rkey;
 
     if (ucs_unlikely(remote_addr % sizeof(uint64_t))) {
         ucs_error("rc_gdr: atomic on unaligned remote address 0x%" PRIx64,
@@ -602,7 +666,7 @@ static ucs_status_t uct_rc_gdr_ep_atomic(uct_rc_gdr_ep_t *ep,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    status = uct_rc_gdr_ep_remote_key(rkey, &nic_rkey);
+    status = uct_rc_gdr_ep_remote_key(rkey, &remote_key);
     if (status != UCS_OK) {
         return status;
     }
@@ -631,11 +695,14 @@ static ucs_status_t uct_rc_gdr_ep_atomic(uct_rc_gdr_ep_t *ep,
     wr.wr.atomic.remote_addr = remote_addr;
     wr.wr.atomic.compare_add = compare_add;
     wr.wr.atomic.swap        = swap;
-    wr.wr.atomic.rkey        = nic_rkey;
+    wr.wr.atomic.rkey        = remote_key.rkey;
     status = uct_rc_gdr_ep_post_op(ep, &wr, op);
     if (status != UCS_OK) {
         return status;
     }
+
+    uct_rc_gdr_ep_flush_note_write(ep, &remote_key, remote_addr,
+                                   sizeof(uint64_t));
     return (result == NULL) ? UCS_OK : UCS_INPROGRESS;
 }
 
@@ -830,22 +897,90 @@ static void uct_rc_gdr_ep_move_to_error(uct_rc_gdr_ep_t *ep)
  * Flush, fence, pending, check
  * ------------------------------------------------------------------------ */
 
+/* Whether this flush must post a read first (rc_gdr_flush.h). */
+static int uct_rc_gdr_ep_flush_wants_read(uct_rc_gdr_ep_t *ep, unsigned flags)
+{
+    if (ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) {
+        return 0; /* its flush ends with the error, no read */
+    }
+
+#if UCT_RC_GDR_HAVE_FLUSH_REMOTE
+    if ((flags & UCT_FLUSH_FLAG_REMOTE) &&
+        (ep->flags & UCT_RC_GDR_EP_FLAG_WRITTEN)) {
+        return 1;
+    }
+#endif
+
+    return !!(ep->flags & UCT_RC_GDR_EP_FLAG_FLUSH_READ);
+}
+
+
+/* One signaled RDMA READ of the last written target into a transmit buffer:
+ * RC executes it after the writes posted before it, and the PCIe read of the
+ * target memory completes only after those writes were placed there. */
+static ucs_status_t uct_rc_gdr_ep_flush_post_read(uct_rc_gdr_ep_t *ep)
+{
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    uct_rc_gdr_op_t *op;
+    ucs_status_t status;
+
+    status = uct_rc_gdr_ep_check_tx(ep, 0);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_FLUSH_READ, 1, &op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    sge.addr   = (uintptr_t)(op->buf + 1);
+    sge.length = ep->flush.length;
+    sge.lkey   = op->buf->lkey;
+    uct_rc_gdr_ep_wr_rdma(&wr, IBV_WR_RDMA_READ, &sge, 1,
+                          ep->flush.remote_addr, ep->flush.rkey);
+    status = uct_rc_gdr_ep_post_op(ep, &wr, op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    ep->flags &= ~(UCT_RC_GDR_EP_FLAG_FLUSH_READ | UCT_RC_GDR_EP_FLAG_WRITTEN);
+    ++iface->stats.flush_reads;
+    return UCS_OK;
+}
+
+
+/*
+ * Completes when every operation posted before it has, and, when writes
+ * since the last flush need it, after one RDMA READ posted here (whatever
+ * the flags: UCP flushes with LOCAL). Without the resources for the read the
+ * flush returns NO_RESOURCE, changes nothing, and is retried by the caller.
+ */
 ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                  uct_completion_t *comp)
 {
     uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
-    uct_rc_gdr_op_t *op;
+    uct_rc_gdr_op_t *op = NULL;
     ucs_status_t status;
+    int read;
 
-    if ((flags & UCT_FLUSH_FLAG_CANCEL) && (ep->num_outstanding > 0) &&
-        !(ep->flags & UCT_RC_GDR_EP_FLAG_FAILED)) {
-        /* Every posted work request completes now, with a flush error. */
-        uct_rc_gdr_ep_move_to_error(ep);
-        uct_rc_gdr_ep_set_failed(ep, UCS_ERR_CANCELED);
-        ep->flags |= UCT_RC_GDR_EP_FLAG_ERR_RAISED; /* the user asked */
+    if (flags & UCT_FLUSH_FLAG_CANCEL) {
+        /* Nothing written is promised any more: no read. */
+        ep->flags &= ~(UCT_RC_GDR_EP_FLAG_FLUSH_READ |
+                       UCT_RC_GDR_EP_FLAG_WRITTEN);
+        if ((ep->num_outstanding > 0) &&
+            !(ep->flags & UCT_RC_GDR_EP_FLAG_FAILED)) {
+            /* Every posted work request completes now, with a flush error. */
+            uct_rc_gdr_ep_move_to_error(ep);
+            uct_rc_gdr_ep_set_failed(ep, UCS_ERR_CANCELED);
+            ep->flags |= UCT_RC_GDR_EP_FLAG_ERR_RAISED; /* the user asked */
+        }
     }
 
-    if (ep->num_outstanding == 0) {
+    read = uct_rc_gdr_ep_flush_wants_read(ep, flags);
+    if ((ep->num_outstanding == 0) && !read) {
         return UCS_OK;
     }
 
@@ -853,24 +988,49 @@ ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
         return UCS_ERR_NO_RESOURCE;
     }
 
-    if (comp == NULL) {
-        return UCS_INPROGRESS;
+    if (comp != NULL) {
+        status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_FLUSH, 0, &op);
+        if (status != UCS_OK) {
+            return status;
+        }
+        op->comp = comp;
     }
 
-    status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_FLUSH, 0, &op);
-    if (status != UCS_OK) {
-        return status;
+    if (read) {
+        status = uct_rc_gdr_ep_flush_post_read(ep);
+        if (status != UCS_OK) {
+            if (op != NULL) {
+                uct_rc_gdr_ep_release_op(op);
+            }
+            return status;
+        }
     }
 
-    op->comp = comp;
-    ucs_queue_push(&ep->outstanding, &op->queue);
+    if (op != NULL) {
+        ucs_queue_push(&ep->outstanding, &op->queue);
+    }
     return UCS_INPROGRESS;
 }
 
 
+/*
+ * Operations after the fence are ordered after those before it. When writes
+ * into memory that needs a read-flush came before, the read is posted here
+ * and the next work request carries IBV_SEND_FENCE, so it waits for the
+ * read: UCP's rendezvous (puts, fence, then the "done" message) then tells
+ * the target only once the data is visible there.
+ */
 ucs_status_t uct_rc_gdr_ep_fence(uct_ep_h tl_ep, unsigned flags)
 {
     uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
+    ucs_status_t status;
+
+    if (uct_rc_gdr_ep_flush_wants_read(ep, 0)) {
+        status = uct_rc_gdr_ep_flush_post_read(ep);
+        if (status != UCS_OK) {
+            return status; /* nothing changed: the caller retries */
+        }
+    }
 
     ep->flags |= UCT_RC_GDR_EP_FLAG_FENCE;
     return UCS_OK;
@@ -1151,6 +1311,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_ep_t, const uct_ep_params_t *params)
     self->flags           = 0;
     self->remote_flags    = 0;
     self->status          = UCS_OK;
+    memset(&self->flush, 0, sizeof(self->flush));
     ucs_list_add_tail(&iface->eps, &self->list);
     return UCS_OK;
 

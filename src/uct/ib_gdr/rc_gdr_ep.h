@@ -24,7 +24,9 @@ enum {
     UCT_RC_GDR_EP_FLAG_FENCE      = UCS_BIT(1), /* next read/atomic waits */
     UCT_RC_GDR_EP_FLAG_FAILED     = UCS_BIT(2),
     UCT_RC_GDR_EP_FLAG_DESTROYED  = UCS_BIT(3), /* zombie: user let go */
-    UCT_RC_GDR_EP_FLAG_ERR_RAISED = UCS_BIT(4)  /* error handler called */
+    UCT_RC_GDR_EP_FLAG_ERR_RAISED = UCS_BIT(4), /* error handler called */
+    UCT_RC_GDR_EP_FLAG_FLUSH_READ = UCS_BIT(5), /* next flush reads first */
+    UCT_RC_GDR_EP_FLAG_WRITTEN    = UCS_BIT(6)  /* written since last read */
 };
 
 
@@ -41,6 +43,11 @@ struct uct_rc_gdr_ep {
     uint8_t                   flags;        /* UCT_RC_GDR_EP_FLAG_xx */
     uint8_t                   remote_flags; /* UCT_RC_GDR_EP_ADDR_FLAG_xx */
     ucs_status_t              status;       /* why it failed */
+    struct {
+        uint64_t              remote_addr;  /* where the next flush reads */
+        uint32_t              rkey;         /* its NIC key */
+        uint32_t              length;       /* 1..UCT_RC_GDR_FLUSH_READ_MAX */
+    } flush;
 };
 
 

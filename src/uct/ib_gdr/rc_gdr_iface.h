@@ -5,13 +5,16 @@
  * (uct_rc_gdr_op_t) queued on its endpoint in posting order; RC completes
  * a QP's sends in order, so the head of that queue is always the next
  * completion, and a flush is an operation without a work request that
- * completes when it reaches the head.
+ * completes when it reaches the head. When writes since the last flush need
+ * a read to be visible (rc_gdr_flush.h), the flush first posts that RDMA READ
+ * and queues itself behind it.
  */
 
 #ifndef UCT_RC_GDR_IFACE_H_
 #define UCT_RC_GDR_IFACE_H_
 
 #include "rc_gdr_md.h"
+#include "rc_gdr_flush.h"
 
 #include <ucs/datastruct/khash.h>
 #include <ucs/datastruct/list.h>
@@ -41,6 +44,7 @@ typedef struct uct_rc_gdr_iface_config {
     unsigned                  retry_count;
     unsigned                  max_rd_atomic;
     unsigned                  gid_index;
+    uct_rc_gdr_flush_mode_t   flush_mode;
     uct_iface_mpool_config_t  tx_mp;
 } uct_rc_gdr_iface_config_t;
 
@@ -57,6 +61,7 @@ typedef enum {
     UCT_RC_GDR_OP_SEND,       /* put/am/credit: nothing to do but complete */
     UCT_RC_GDR_OP_GET_BCOPY,  /* unpack the buffer into the user's */
     UCT_RC_GDR_OP_ATOMIC,     /* copy the fetched value to the user */
+    UCT_RC_GDR_OP_FLUSH_READ, /* a flush's RDMA READ: nothing to deliver */
     UCT_RC_GDR_OP_FLUSH       /* no work request: completes at the head */
 } uct_rc_gdr_op_type_t;
 
@@ -82,6 +87,20 @@ typedef struct uct_rc_gdr_op {
 
 
 KHASH_MAP_INIT_INT(uct_rc_gdr_qpn, uct_rc_gdr_ep_t*);
+
+
+/*
+ * Counters of an interface. Versioned by size: fields are only ever appended,
+ * all uint64_t, so a caller with an older copy of this struct gets a prefix
+ * and one with a newer copy sees a smaller size.
+ */
+typedef struct uct_rc_gdr_iface_stats {
+    uint64_t                  size;          /* bytes filled, this one too */
+    uint64_t                  tx_wrs;        /* work requests posted */
+    uint64_t                  rx_msgs;       /* messages received */
+    uint64_t                  credit_grants; /* explicit credit messages */
+    uint64_t                  flush_reads;   /* RDMA READs posted by flushes */
+} uct_rc_gdr_iface_stats_t;
 
 
 typedef struct uct_rc_gdr_iface {
@@ -113,12 +132,9 @@ typedef struct uct_rc_gdr_iface {
         uint8_t               timeout_exp;   /* 4.096 us * 2^exp per try */
         uint8_t               retry_count;
         uint8_t               atomic;        /* device 64-bit atomics */
+        uint8_t               flush_mode;    /* uct_rc_gdr_flush_mode_t */
     } config;
-    struct {
-        uint64_t              tx_wrs;        /* work requests posted */
-        uint64_t              rx_msgs;       /* messages received */
-        uint64_t              credit_grants; /* explicit credit messages */
-    } stats;
+    uct_rc_gdr_iface_stats_t  stats;
 } uct_rc_gdr_iface_t;
 
 
@@ -138,6 +154,18 @@ void uct_rc_gdr_ep_grant_credits(uct_rc_gdr_ep_t *ep);
 void uct_rc_gdr_ep_free_zombie(uct_rc_gdr_ep_t *ep);
 
 uct_rc_gdr_op_t *uct_rc_gdr_iface_get_op(uct_rc_gdr_iface_t *iface);
+
+/**
+ * Copy the counters of an rc_gdr interface, for tests and tools. The caller
+ * sets stats->size to sizeof its struct; on return stats->size is the number
+ * of bytes filled: min(caller's size, this build's size). Exported: a test
+ * program finds it with dlsym(RTLD_DEFAULT, "uct_rc_gdr_iface_stats_query").
+ *
+ * @return UCS_ERR_INVALID_PARAM if @a tl_iface is not an rc_gdr interface or
+ *         stats->size is less than two fields.
+ */
+ucs_status_t uct_rc_gdr_iface_stats_query(uct_iface_h tl_iface,
+                                          uct_rc_gdr_iface_stats_t *stats);
 
 extern ucs_config_field_t uct_rc_gdr_iface_config_table[];
 

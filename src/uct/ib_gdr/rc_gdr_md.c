@@ -14,6 +14,7 @@
 #include "rc_gdr_md.h"
 #include "rc_gdr_addr.h"
 #include "rc_gdr_cuda.h"
+#include "rc_gdr_flush.h"
 #include "rc_gdr_probe.h"
 
 #include <ucm/rc_gdr_ucm.h>
@@ -679,6 +680,8 @@ static ucs_status_t uct_rc_gdr_md_open_gpus(uct_rc_gdr_md_t *md,
                                             const uct_rc_gdr_md_config_t *config)
 {
     uct_rc_gdr_gate_config_t gate_config;
+    uct_rc_gdr_flush_target_t flush_target;
+    uct_rc_gdr_flush_why_t flush_why;
     uct_rc_gdr_gate_result_t *result;
     uct_rc_gdr_probe_gpu_t gpu;
     uct_rc_gdr_probe_nic_t nic;
@@ -721,6 +724,17 @@ static ucs_status_t uct_rc_gdr_md_open_gpus(uct_rc_gdr_md_t *md,
             md->gpus[ordinal].lane[dir] = result->lane[dir];
         }
         md->emulated_gpu |= gpu.facts.emulated;
+
+        /* Whether writes into this GPU need a read before they are visible
+         * travels to the writers in the rkey; UCX_RC_GDR_FLUSH (iface)
+         * decides what they do with it. */
+        uct_rc_gdr_flush_target_from_gpu(&gpu.attr, &flush_target);
+        md->gpus[ordinal].flush_read =
+                uct_rc_gdr_flush_read_needed(UCT_RC_GDR_FLUSH_AUTO,
+                                             &flush_target, &flush_why);
+        ucs_debug("rc_gdr: %s: writes into %s %s a read-flush (%s)", md->name,
+                  gpu.name, md->gpus[ordinal].flush_read ? "need" :
+                  "do not need", uct_rc_gdr_flush_why_str(flush_why));
     }
 
     md->num_gpus = count;
