@@ -1,1 +1,318 @@
-/* placeholder */
+/**
+ * rc_gdr bounce lane: the staging engine.
+ *
+ * When one side's GPU memory has no NIC memory region, its data goes through
+ * pinned host memory in chunks. This file holds the two parts of that lane
+ * that do not depend on UCT, so that they can be tested with the emulated
+ * driver and benchmarked on a GPU machine without a NIC:
+ *
+ *   - the staging pool: N pinned host buffers of one chunk size, allocated
+ *     once with cuMemHostAlloc(PORTABLE) and registered with the NIC once
+ *     each, through the owner's callbacks; get/put of buffers; an exhausted
+ *     pool answers UCS_ERR_NO_RESOURCE (back-pressure: the owner queues the
+ *     operation, it does not fail it);
+ *
+ *   - the pipeline engine, which moves one large message per transfer in
+ *     chunks through staging buffers, in either direction:
+ *       D2H_WIRE  GPU source -> D2H copy into staging -> wire (send);
+ *       WIRE_H2D  wire -> staging -> H2D copy to the GPU (receive);
+ *     with up to `depth` chunks of a transfer in flight, so that the CUDA
+ *     copy of chunk k+1 overlaps the wire transfer of chunk k.
+ *
+ * The wire is the owner's: post() starts moving one staged chunk (for RC, an
+ * RDMA write or read; for the benchmark, a loopback memcpy) and the owner
+ * reports its end with uct_rc_gdr_stage_wire_done(). Nothing here blocks
+ * except cancellation: uct_rc_gdr_stage_progress() polls CUDA events and
+ * advances every transfer of the engine.
+ *
+ * Order guarantees, per transfer:
+ *   - post() is called in chunk order (0, 1, 2, ...), also when copies on
+ *     several streams finish out of order;
+ *   - the wire may finish chunks in any order;
+ *   - ops->chunk_done() is called in chunk order, once per chunk, when the
+ *     chunk has passed every stage (for D2H_WIRE: its wire transfer is done;
+ *     for WIRE_H2D: its data is in GPU memory);
+ *   - ops->complete() is called once per started transfer, after every
+ *     staging buffer of the transfer is back in the pool, from progress (or
+ *     from cancel / engine destroy), never from start.
+ *
+ * Threads: a pool and its engines are used by one thread at a time (the
+ * worker's). The owner's callbacks run on that thread.
+ *
+ * See file LICENSE for terms.
+ */
+
+#ifndef UCT_RC_GDR_STAGE_H_
+#define UCT_RC_GDR_STAGE_H_
+
+#include "rc_gdr_cuda.h"
+
+#include <ucs/sys/compiler_def.h>
+#include <ucs/type/status.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+BEGIN_C_DECLS
+
+/*
+ * Tunables, with their defaults. From contrib/bench-stage.sh on H200 (driver
+ * 580, no NIC): each chunk costs the copy engine ~2 us whatever the depth, so
+ * engine/pinned at >= 4 MiB is 0.67-0.77 with 256 KiB chunks, 0.90-0.94 with
+ * 1 MiB, 0.96-0.98 with 2 MiB, ~1.0 with 4 MiB; but a chunk is also the
+ * pipeline's fill time, and with a wire as fast as the copy (NDR) 1 MiB
+ * moves 4 MiB messages fastest and 64 MiB ones as fast as any. Depth beyond
+ * 2 changed nothing over the stand-in wire; 4 leaves room for a NIC's
+ * completion latency. A second stream per direction gained nothing.
+ */
+#define UCT_RC_GDR_STAGE_CHUNK_SIZE_DEFAULT  (1ul << 20) /* bytes per chunk */
+#define UCT_RC_GDR_STAGE_DEPTH_DEFAULT       4   /* chunks in flight/transfer */
+#define UCT_RC_GDR_STAGE_POOL_SIZE_DEFAULT   32  /* staging buffers */
+#define UCT_RC_GDR_STAGE_STREAMS_DEFAULT     1   /* CUDA streams/direction */
+
+/* Limits of the values above */
+#define UCT_RC_GDR_STAGE_CHUNK_SIZE_MIN      4096
+#define UCT_RC_GDR_STAGE_DEPTH_MAX           64
+#define UCT_RC_GDR_STAGE_STREAMS_MAX         8
+
+
+typedef struct uct_rc_gdr_stage_pool   uct_rc_gdr_stage_pool_t;
+typedef struct uct_rc_gdr_stage_engine uct_rc_gdr_stage_engine_t;
+typedef struct uct_rc_gdr_stage_xfer   uct_rc_gdr_stage_xfer_t;
+
+
+/*
+ * Staging pool
+ */
+
+/* One staging buffer: pool->chunk_size bytes of pinned host memory */
+typedef struct uct_rc_gdr_stage_buf {
+    void                        *addr;  /* page-aligned */
+    void                        *memh;  /* from ops->reg, NULL without */
+    unsigned                    index;  /* 0 .. pool_size - 1 */
+
+    /* Private to the pool */
+    struct uct_rc_gdr_stage_buf *next_free;
+    int                         in_use;
+} uct_rc_gdr_stage_buf_t;
+
+
+typedef struct uct_rc_gdr_stage_reg_ops {
+    /* Register [addr, addr + length) with the NIC, once per buffer at pool
+       creation; *memh_p is given back in the buffer (e.g. the ibv_mr, whose
+       lkey the wire uses). Logs its own errors. */
+    ucs_status_t (*reg)(void *arg, void *addr, size_t length, void **memh_p);
+
+    /* Undo one successful reg, at pool destruction */
+    void         (*dereg)(void *arg, void *addr, size_t length, void *memh);
+} uct_rc_gdr_stage_reg_ops_t;
+
+
+typedef struct uct_rc_gdr_stage_pool_params {
+    size_t                           chunk_size; /* bytes per buffer */
+    unsigned                         pool_size;  /* number of buffers */
+    const uct_rc_gdr_stage_reg_ops_t *reg_ops;   /* NULL: no registration */
+    void                             *reg_arg;
+    const char                       *name;      /* for logs, may be NULL */
+} uct_rc_gdr_stage_pool_params_t;
+
+
+typedef struct uct_rc_gdr_stage_pool_stats {
+    unsigned num_bufs;       /* buffers of the pool */
+    unsigned in_use;         /* buffers handed out now */
+    unsigned in_use_max;     /* high-water mark of in_use */
+    uint64_t staged_bytes;   /* bytes copied by CUDA into or out of the
+                                pool's buffers (both directions) */
+    uint64_t no_resource;    /* gets refused because every buffer was out */
+} uct_rc_gdr_stage_pool_stats_t;
+
+
+/**
+ * Allocate and register the pool's buffers. Needs a current CUDA context
+ * (the memory is portable: any context can copy to and from it).
+ */
+ucs_status_t
+uct_rc_gdr_stage_pool_create(const uct_rc_gdr_stage_pool_params_t *params,
+                             uct_rc_gdr_stage_pool_t **pool_p);
+
+/** Deregister and free; warns about buffers still out. */
+void uct_rc_gdr_stage_pool_destroy(uct_rc_gdr_stage_pool_t *pool);
+
+/** @return UCS_OK, or UCS_ERR_NO_RESOURCE when every buffer is out. */
+ucs_status_t uct_rc_gdr_stage_pool_get(uct_rc_gdr_stage_pool_t *pool,
+                                       uct_rc_gdr_stage_buf_t **buf_p);
+
+/** @return UCS_ERR_INVALID_PARAM for a buffer that is not out (double put,
+ *          or a buffer of another pool), without touching the pool. */
+ucs_status_t uct_rc_gdr_stage_pool_put(uct_rc_gdr_stage_pool_t *pool,
+                                       uct_rc_gdr_stage_buf_t *buf);
+
+size_t uct_rc_gdr_stage_pool_chunk_size(const uct_rc_gdr_stage_pool_t *pool);
+
+void uct_rc_gdr_stage_pool_stats(const uct_rc_gdr_stage_pool_t *pool,
+                                 uct_rc_gdr_stage_pool_stats_t *stats_p);
+
+
+/*
+ * Pipeline engine
+ */
+
+typedef enum uct_rc_gdr_stage_dir {
+    UCT_RC_GDR_STAGE_D2H_WIRE, /* GPU -> staging (D2H copy) -> wire */
+    UCT_RC_GDR_STAGE_WIRE_H2D  /* wire -> staging -> GPU (H2D copy) */
+} uct_rc_gdr_stage_dir_t;
+
+
+/* What the owner of a transfer provides; one const table per owner kind */
+typedef struct uct_rc_gdr_stage_ops {
+    /*
+     * Start the wire part of chunk `chunk_index`: bytes [offset, offset +
+     * length) of the message, in `buf`. D2H_WIRE: buf holds the data, send
+     * it. WIRE_H2D: bring the data into buf.
+     * Returns:
+     *   UCS_INPROGRESS       started; the owner calls
+     *                        uct_rc_gdr_stage_wire_done() (or _wire_error)
+     *                        later, never from inside post();
+     *   UCS_OK               done already (a synchronous wire);
+     *   UCS_ERR_NO_RESOURCE  not now (e.g. no send credits): the engine
+     *                        calls post() again for this chunk from a later
+     *                        progress, before any later chunk;
+     *   other                the transfer fails with this status.
+     */
+    ucs_status_t (*post)(void *arg, unsigned chunk_index,
+                         uct_rc_gdr_stage_buf_t *buf, size_t length,
+                         size_t offset);
+
+    /* Optional: chunk `chunk_index` passed every stage (in chunk order) */
+    void         (*chunk_done)(void *arg, unsigned chunk_index, size_t length,
+                               size_t offset);
+
+    /* The transfer ended: UCS_OK, the first error, or the cancel status.
+       The transfer handle is gone when this runs. */
+    void         (*complete)(void *arg, ucs_status_t status);
+} uct_rc_gdr_stage_ops_t;
+
+
+typedef struct uct_rc_gdr_stage_engine_params {
+    uct_rc_gdr_stage_pool_t *pool;
+    unsigned                depth;       /* default chunks in flight per
+                                            transfer, 1 .. DEPTH_MAX */
+    unsigned                num_streams; /* CUDA streams per direction, chunk
+                                            k uses stream k % num_streams */
+    uct_rc_gdr_cuda_ctx_h   ctx;         /* NULL: the context current at
+                                            create (there must be one) */
+    const char              *name;       /* for logs, may be NULL */
+} uct_rc_gdr_stage_engine_params_t;
+
+
+typedef struct uct_rc_gdr_stage_xfer_params {
+    uct_rc_gdr_stage_dir_t       dir;
+    void                         *gpu_addr; /* D2H_WIRE: source,
+                                               WIRE_H2D: destination */
+    size_t                       length;
+    unsigned                     depth;     /* 0: the engine's default */
+    const uct_rc_gdr_stage_ops_t *ops;
+    void                         *arg;      /* passed to ops */
+} uct_rc_gdr_stage_xfer_params_t;
+
+
+typedef struct uct_rc_gdr_stage_engine_stats {
+    uint64_t xfers_started;
+    uint64_t xfers_completed; /* with UCS_OK */
+    uint64_t xfers_failed;    /* with an error, cancellation included */
+    uint64_t chunks_done;
+    uint64_t buf_waits;       /* a chunk could not start: pool exhausted */
+    uint64_t wire_retries;    /* post() answered UCS_ERR_NO_RESOURCE */
+    unsigned active;          /* transfers in progress now */
+} uct_rc_gdr_stage_engine_stats_t;
+
+
+/** Creates the engine's streams and events in its context. */
+ucs_status_t
+uct_rc_gdr_stage_engine_create(const uct_rc_gdr_stage_engine_params_t *params,
+                               uct_rc_gdr_stage_engine_t **engine_p);
+
+/** Cancels the transfers still active (UCS_ERR_CANCELED), then frees. */
+void uct_rc_gdr_stage_engine_destroy(uct_rc_gdr_stage_engine_t *engine);
+
+/**
+ * Start a transfer: takes staging buffers for its first chunks and, for
+ * D2H_WIRE, issues their copies. Wire posts happen from progress.
+ *
+ * @return UCS_INPROGRESS  started, *xfer_p is valid until ops->complete;
+ *         UCS_OK          nothing to move (length 0), no callback follows;
+ *         UCS_ERR_NO_RESOURCE  no staging buffer is free: nothing started,
+ *                         queue the operation and try again later;
+ *         UCS_ERR_INVALID_PARAM  bad parameters;
+ *         other           a CUDA error; nothing started, no callback.
+ */
+ucs_status_t
+uct_rc_gdr_stage_xfer_start(uct_rc_gdr_stage_engine_t *engine,
+                            const uct_rc_gdr_stage_xfer_params_t *params,
+                            uct_rc_gdr_stage_xfer_t **xfer_p);
+
+/**
+ * The owner's wire finished chunk `chunk_index`, posted with UCS_INPROGRESS.
+ * @return UCS_ERR_INVALID_PARAM when that chunk is not on the wire.
+ */
+ucs_status_t uct_rc_gdr_stage_wire_done(uct_rc_gdr_stage_xfer_t *xfer,
+                                        unsigned chunk_index);
+
+/**
+ * The wire transfer of a chunk ended with an error: the transfer fails with
+ * `status` once its other posted chunks are reported (done or failed) and its
+ * copies are finished; it then completes with `status`. Until then its
+ * buffers stay out of the pool, since the NIC may still use them.
+ */
+ucs_status_t uct_rc_gdr_stage_wire_error(uct_rc_gdr_stage_xfer_t *xfer,
+                                         unsigned chunk_index,
+                                         ucs_status_t status);
+
+/**
+ * Advance every transfer of the engine: poll copy events, post staged
+ * chunks, retire finished chunks, start new ones, complete transfers.
+ * @return how many chunk stages advanced (0: nothing happened).
+ */
+unsigned uct_rc_gdr_stage_progress(uct_rc_gdr_stage_engine_t *engine);
+
+/**
+ * Abandon a transfer (e.g. its peer died): the owner promises that the wire
+ * no longer touches any buffer of it and will not report its chunks. Waits
+ * for the CUDA copies in flight on its buffers (at most `depth` chunks),
+ * returns every buffer to the pool, calls ops->complete(status) and frees
+ * the transfer, all before it returns. Not to be called from the transfer's
+ * own callbacks.
+ */
+void uct_rc_gdr_stage_xfer_cancel(uct_rc_gdr_stage_xfer_t *xfer,
+                                  ucs_status_t status);
+
+void uct_rc_gdr_stage_engine_stats(const uct_rc_gdr_stage_engine_t *engine,
+                                   uct_rc_gdr_stage_engine_stats_t *stats_p);
+
+const char *uct_rc_gdr_stage_dir_str(uct_rc_gdr_stage_dir_t dir);
+
+
+/*
+ * Chunking: a message of `length` bytes is ceil(length / chunk_size) chunks;
+ * all but the last are chunk_size bytes.
+ */
+static UCS_F_ALWAYS_INLINE size_t
+uct_rc_gdr_stage_num_chunks(size_t length, size_t chunk_size)
+{
+    return (length + chunk_size - 1) / chunk_size;
+}
+
+static UCS_F_ALWAYS_INLINE void
+uct_rc_gdr_stage_chunk(size_t length, size_t chunk_size, size_t index,
+                       size_t *offset_p, size_t *chunk_len_p)
+{
+    size_t offset = index * chunk_size;
+
+    *offset_p    = offset;
+    *chunk_len_p = ((length - offset) < chunk_size) ? (length - offset) :
+                                                      chunk_size;
+}
+
+END_C_DECLS
+
+#endif

@@ -1,0 +1,122 @@
+#!/bin/bash
+#
+# bench-stage.sh: bandwidth of rc_gdr's bounce-lane staging engine against
+# plain pinned CUDA copies, on a GPU machine (no NIC needed), with
+# test/apps/stage_bench. The engine's wire is a LOOPBACK STAND-IN (no-op, or
+# a host thread doing memcpy): the numbers measure the copy pipeline and its
+# overlap with a wire, not an RDMA NIC.
+#
+# Usage: contrib/bench-stage.sh [-b BUILDDIR] [-l LIBDIR] [-o OUTDIR]
+#                               [--emulated] [-- STAGE_BENCH_ARGS...]
+#   -b BUILDDIR   the configured build tree (default: <repo>/build); the
+#                 benchmark is built there with 'make test/apps/stage_bench'
+#                 when missing
+#   -l LIBDIR     shared libraries to load first: the UCX (libucs, libucm)
+#                 the binary was built against, when this machine has none or
+#                 another release
+#   -o OUTDIR     also keep the whole output there (stage_bench.log)
+#   --emulated    run against the test emulation of the driver
+#                 (BUILDDIR/test/fake_cuda/libcuda.so.1): output labelled
+#                 EMULATED, memcpy speeds, for checking the harness only
+#   after --       passed to stage_bench (see its -h: -c CHUNK -d DEPTH -N
+#                 no sweep, -q quick, -w GBPS paced wire rate, ...)
+#
+# Environment: RC_GDR_CUDA_LIBRARY picks the driver (default libcuda.so.1).
+#
+# Exit status: that of stage_bench: 0 measured, or no GPU here (it says so);
+# 1 a transfer failed or data differed; 2 usage or setup error.
+#
+
+set -u
+
+script_dir=$(cd "$(dirname "$0")" && pwd)
+repo_dir=$(cd "$script_dir/.." && pwd)
+build_dir="$repo_dir/build"
+lib_dir=""
+out_dir=""
+emulated=0
+bench_args=()
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+    -b) build_dir=$2; shift 2 ;;
+    -l) lib_dir=$2; shift 2 ;;
+    -o) out_dir=$2; shift 2 ;;
+    --emulated) emulated=1; shift ;;
+    --) shift; bench_args=("$@"); break ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    *) echo "bench-stage: unknown argument: $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+
+bench="$build_dir/test/apps/stage_bench"
+if [ ! -x "$bench" ]; then
+    if [ -f "$build_dir/Makefile" ]; then
+        make -C "$build_dir" test/apps/stage_bench >/dev/null || exit 2
+    fi
+fi
+if [ ! -x "$bench" ]; then
+    echo "bench-stage: no benchmark at $bench: build it with" \
+         "'make -C BUILDDIR test/apps/stage_bench'" >&2
+    exit 2
+fi
+
+log() { echo "== $*"; }
+
+log "host $(hostname), $(uname -r), $(. /etc/os-release 2>/dev/null;
+                                       echo "${PRETTY_NAME:-unknown OS}")," \
+    "$(nproc) CPUs"
+if command -v nvidia-smi >/dev/null 2>&1; then
+    gpu_fields=index,name,pci.bus_id,driver_version
+    gpu_fields+=,pcie.link.gen.current,pcie.link.width.current
+    nvidia-smi --query-gpu=$gpu_fields --format=csv,noheader 2>&1 |
+        sed 's/^/== gpu /'
+else
+    log "nvidia-smi not found"
+fi
+
+if [ -n "$lib_dir" ]; then
+    lib_dir=$(cd "$lib_dir" && pwd) || exit 2
+    export LD_LIBRARY_PATH="$lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+ldd "$bench" 2>&1 | awk '/=>/{print "== lib", $1, "->", $3}' |
+    grep -E 'libuc[stm]|libibverbs|not'
+missing=$(ldd "$bench" 2>&1 | awk '/not found/{print $1}')
+if [ -n "$missing" ]; then
+    echo "bench-stage: missing libraries (pass -l LIBDIR):" $missing >&2
+    exit 2
+fi
+
+if [ $emulated -eq 1 ]; then
+    fake="$(cd "$build_dir" && pwd)/test/fake_cuda/libcuda.so.1"
+    [ -f "$fake" ] || make -C "$build_dir" test/fake_cuda/libcuda.so.1 \
+                          >/dev/null || exit 2
+    bench_args=("--emulated=$fake" "${bench_args[@]}")
+    log "EMULATED driver $fake: numbers are memcpy speeds, not a GPU's"
+else
+    log "driver library: ${RC_GDR_CUDA_LIBRARY:-libcuda.so.1}" \
+        "($(ldconfig -p 2>/dev/null |
+            awk '/libcuda\.so\.1 /{print $NF; exit}'))"
+fi
+
+tmp_log=$(mktemp)
+trap 'rm -f "$tmp_log"' EXIT
+
+log "$bench ${bench_args[*]}"
+"$bench" "${bench_args[@]}" 2>&1 | tee "$tmp_log"
+rc=${PIPESTATUS[0]}
+
+if [ -n "$out_dir" ]; then
+    mkdir -p "$out_dir" && cp "$tmp_log" "$out_dir/stage_bench.log"
+fi
+
+echo
+log "summary (wire = loopback stand-in, no NIC):"
+grep -E 'PICKED|CHOSEN|VERIFY|STREAMS|no usable CUDA' "$tmp_log" |
+    sed 's/^# */   /'
+below=$(grep -c '< 0.90 target' "$tmp_log")
+if grep -q '^# .*D2H  GPU' "$tmp_log"; then
+    log "engine/pinned below 0.90 at >= 4 MiB (no-op wire): $below row(s)"
+fi
+log "exit status $rc"
+exit $rc
