@@ -74,8 +74,12 @@ fi
 
 echo "== tier 3: GPU"
 if [ -e /dev/nvidiactl ] || [ -e /dev/nvidia0 ]; then
-    test/gpu/run_gpu_tests.sh 2>&1 | tee "$OUT/gpu"
+    # The driver's attributes, memory kinds, DMA-BUF export, buffer IDs and
+    # the staging engine on the real GPU; then the CUDA free hooks.
+    test/gpu/run_gpu_tests.sh -f 'cuda_gpu.*:stage.*' 2>&1 | tee "$OUT/gpu"
     tally_gtest "$OUT/gpu"
+    RC_GDR_TEST_CUDA=real build/test/apps/ucm_free_test 2>&1 | tee "$OUT/ucm"
+    tally_plain "$OUT/ucm"
 else
     echo "SKIP tier 3: no GPU on this machine (the GPU suites run where" \
          "a CUDA driver and device are present)"

@@ -367,6 +367,22 @@ static int rc_gdr_info_has_gdr(const uct_rc_gdr_gate_result_t *result)
     return 0;
 }
 
+/* What the driver says about a GPU, whether or not a NIC is there to pair
+ * it with: the facts the chain starts from, and the flush policy input. */
+static void rc_gdr_info_print_gpu_attr(const uct_rc_gdr_probe_gpu_t *gpu)
+{
+    const uct_rc_gdr_cuda_dev_attr_t *attr = &gpu->attr;
+
+    printf("  %s, compute capability %d.%d\n", attr->name, attr->cc_major,
+           attr->cc_minor);
+    printf("  GPU_DIRECT_RDMA_SUPPORTED %d, DMA_BUF_SUPPORTED %d, "
+           "GPU_DIRECT_RDMA_WRITES_ORDERING %s\n", gpu->facts.gdr_supported,
+           gpu->facts.dmabuf_supported,
+           (attr->valid_mask & UCT_RC_GDR_CUDA_DEV_ATTR_WRITES_ORDERING) ?
+           uct_rc_gdr_cuda_writes_ordering_str(attr->writes_ordering) :
+           "unreadable");
+}
+
 static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
 {
     unsigned i;
@@ -380,8 +396,22 @@ static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
             printf("%s{\"name\": \"%s\", \"bdf\": ", (i > 0) ? ", " : "",
                    info->gpus[i].name);
             uct_rc_gdr_gate_print_json_string(stdout, info->gpus[i].bdf);
-            printf(", \"emulated\": %s}",
+            printf(", \"emulated\": %s",
                    info->gpus[i].facts.emulated ? "true" : "false");
+            if (info->gpus[i].ordinal >= 0) {
+                printf(", \"ordinal\": %d, \"model\": ",
+                       info->gpus[i].ordinal);
+                uct_rc_gdr_gate_print_json_string(stdout,
+                                                  info->gpus[i].probe.attr.name);
+                printf(", \"cc\": \"%d.%d\", \"gdr_supported\": %d, "
+                       "\"dmabuf_supported\": %d, \"writes_ordering\": %d",
+                       info->gpus[i].probe.attr.cc_major,
+                       info->gpus[i].probe.attr.cc_minor,
+                       info->gpus[i].facts.gdr_supported,
+                       info->gpus[i].facts.dmabuf_supported,
+                       info->gpus[i].probe.attr.writes_ordering);
+            }
+            printf("}");
         }
         printf("], \"nics\": [");
         for (i = 0; i < info->num_nics; ++i) {
@@ -413,6 +443,9 @@ static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
                info->gpus[i].facts.emulated ? " EMULATED" : "",
                (info->gpus[i].ordinal >= 0) ? " (CUDA ordinal)" :
                " (numbered in PCI order: no CUDA driver answered)");
+        if (info->gpus[i].ordinal >= 0) {
+            rc_gdr_info_print_gpu_attr(&info->gpus[i].probe);
+        }
     }
     if (info->num_nics == 0) {
         printf("NICs: %s\n", info->no_nic);
