@@ -202,6 +202,34 @@ test_uct_flush() {
     [ "$rc" = 0 ] && grep -q '^[0-9]* passed, 0 failed$' "$LOG/flush.out"
 }
 
+# The bounce lane: no mechanism (rxe refuses DMA-BUF and peermem is not
+# allowed), so GPU memory moves through pinned staging and, at a keyless
+# target, through messages the target copies in.
+test_bounce() {
+    UCX_RC_GDR_REG_METHODS=dmabuf with_emulated_gpu \
+        "$B/test/apps/uct_bounce" "$@" > "$LOG/bounce.out" 2>&1
+    local rc=$?
+    grep -v '^PASS' "$LOG/bounce.out"
+    [ "$rc" = 0 ] && grep -q '^[0-9]* passed, 0 failed$' "$LOG/bounce.out"
+}
+
+test_bounce_peer_death() {
+    UCX_RC_GDR_FAILURE_TIMEOUT=2s test_bounce peer-death rxe0:1 rxe1:1
+}
+
+test_bounce_ucp() {
+    UCX_TLS=rc_gdr,ud_verbs:aux,self test_bounce ucp
+}
+
+test_bounce_direction_policy() {
+    UCX_RC_GDR_REG_METHODS=dmabuf,peermem UCX_RC_GDR_NIC_READS_GPU=no \
+        UCX_RC_GDR_NIC_WRITES_GPU=no with_emulated_gpu \
+        "$B/test/apps/uct_bounce" uct rxe0:1 rxe1:1 > "$LOG/bounce.out" 2>&1
+    local rc=$?
+    grep -v '^PASS' "$LOG/bounce.out"
+    [ "$rc" = 0 ]
+}
+
 # Requiring GDR where no mechanism works: opening fails, naming the check.
 test_gpu_require_refused() {
     local out rc
@@ -240,6 +268,10 @@ run_test flush_no_read_for_gpu_ordering_owner   test_flush_gpu_ordering_owner
 run_test flush_never_means_no_read              test_flush_gpu_never
 run_test flush_always_and_counts_host_memory    test_flush_counts
 run_test flush_read_peer_killed_reports_error   test_flush_peer_death
+run_test bounce_uct_put_get_gpu_either_side     test_bounce uct rxe0:1 rxe1:1
+run_test bounce_peer_killed_buffers_returned    test_bounce_peer_death
+run_test bounce_ucp_put_get_gpu                 test_bounce_ucp
+run_test bounce_when_policy_turns_gdr_off       test_bounce_direction_policy
 
 rm -rf "$LOG"
 echo "$PASSED passed, $FAILED failed"

@@ -1,1 +1,168 @@
-/* placeholder */
+/**
+ * rc_gdr bounce lane: put/get zcopy when one side's GPU memory has no NIC
+ * key (DESIGN.md section 3, "Host bounce lane").
+ *
+ * The user sees plain UCT put/get zcopy: UCS_INPROGRESS, then one completion
+ * after the whole transfer; ep flush waits for every bounce transfer posted
+ * before it; a failed peer fails them with the endpoint's error; exhausted
+ * staging buffers or credits answer UCS_ERR_NO_RESOURCE (pending), never an
+ * error. How the data travels depends on who lacks the key:
+ *
+ *   local keyless, remote keyed    staged through pinned host buffers by the
+ *                                  staging engine (rc_gdr_stage.h): D2H then
+ *                                  RDMA WRITE (put), RDMA READ then H2D (get)
+ *   remote keyless                 the target copies: the data travels in
+ *                                  internal messages (SEND with the internal
+ *                                  imm bit, flow-controlled by the credits of
+ *                                  active messages) that name the target
+ *                                  registration by its token; the target
+ *                                  validates every one against its md
+ *                                  (uct_rc_gdr_md_bounce_target) and answers
+ *                                  with an ACK (put) or with data (get)
+ *
+ * The wire format of the internal messages is in rc_gdr_bounce.c.
+ *
+ * The endpoint and interface call the functions below at a few points (the
+ * "hooks"); everything else of the lane lives in rc_gdr_bounce.c.
+ *
+ * See file LICENSE for terms.
+ */
+
+#ifndef UCT_RC_GDR_BOUNCE_H_
+#define UCT_RC_GDR_BOUNCE_H_
+
+#include "rc_gdr_addr.h"
+
+#include <uct/api/uct.h>
+#include <ucs/config/parser.h>
+
+#include <infiniband/verbs.h>
+
+
+/* Defaults of the interface's bounce-lane knobs */
+#define UCT_RC_GDR_BOUNCE_CHUNK_SIZE_DEFAULT "256k"
+#define UCT_RC_GDR_BOUNCE_DEPTH_DEFAULT      "4"
+#define UCT_RC_GDR_BOUNCE_POOL_SIZE_DEFAULT  "32"
+
+/* A flush flag of rc_gdr's own (UCT's are the low bits): the endpoint's
+ * flush without the bounce lane's part, which calls it. */
+#define UCT_RC_GDR_FLUSH_FLAG_NO_BOUNCE      UCS_BIT(31)
+
+
+struct uct_rc_gdr_iface;
+struct uct_rc_gdr_ep;
+struct uct_rc_gdr_op;
+
+typedef struct uct_rc_gdr_bounce_iface uct_rc_gdr_bounce_iface_t;
+typedef struct uct_rc_gdr_bounce_ep    uct_rc_gdr_bounce_ep_t;
+
+
+typedef struct uct_rc_gdr_bounce_config {
+    size_t   chunk_size;   /* staging buffer size, bytes per chunk */
+    unsigned depth;        /* chunks in flight per transfer */
+    unsigned pool_size;    /* staging buffers per interface */
+} uct_rc_gdr_bounce_config_t;
+
+extern ucs_config_field_t uct_rc_gdr_bounce_config_table[];
+
+/* The knobs, embedded in the interface's config table (prefix RC_GDR_) */
+#define UCT_RC_GDR_BOUNCE_CONFIG_FIELD(_offset) \
+    {"", "", NULL, _offset, \
+     UCS_CONFIG_TYPE_TABLE(uct_rc_gdr_bounce_config_table)}
+
+
+/*
+ * Interface hooks
+ */
+
+/** At interface open: checks the knobs; allocates no staging memory (the
+ *  pool is made at the first transfer that needs it). */
+ucs_status_t uct_rc_gdr_bounce_iface_init(struct uct_rc_gdr_iface *iface,
+                                          const uct_rc_gdr_bounce_config_t
+                                          *config);
+
+/** At interface close, after the zombie endpoints are freed. */
+void uct_rc_gdr_bounce_iface_cleanup(struct uct_rc_gdr_iface *iface);
+
+/** From the interface's progress: staging copies, queued messages, failed
+ *  endpoints. @return how many things advanced. */
+unsigned uct_rc_gdr_bounce_progress(struct uct_rc_gdr_iface *iface);
+
+/** A received SEND with the internal imm bit: never the user's AM table.
+ *  @a ep is NULL when the QP is unknown (the message is dropped). */
+void uct_rc_gdr_bounce_handle_msg(struct uct_rc_gdr_iface *iface,
+                                  struct uct_rc_gdr_ep *ep, const void *data,
+                                  size_t length);
+
+
+/*
+ * Endpoint hooks
+ */
+
+/** Whether a zcopy put (is_put) or get must take the bounce lane: the rkey
+ *  has no NIC key, or a local iov entry is GPU memory the NIC may not
+ *  access in that direction. */
+int uct_rc_gdr_bounce_is_needed(struct uct_rc_gdr_ep *ep, int is_put,
+                                const uct_iov_t *iov, size_t iovcnt,
+                                uct_rkey_t rkey);
+
+/** put_zcopy / get_zcopy through the bounce lane. */
+ucs_status_t uct_rc_gdr_bounce_zcopy(struct uct_rc_gdr_ep *ep, int is_put,
+                                     const uct_iov_t *iov, size_t iovcnt,
+                                     uint64_t remote_addr, uct_rkey_t rkey,
+                                     uct_completion_t *comp);
+
+/** put_short / put_bcopy / get_bcopy to remote memory without a NIC key
+ *  (the rkey lacks UCT_RC_GDR_RKEY_FLAG_NIC): the same semantics as on
+ *  keyed memory; the data is copied into internal messages. */
+ucs_status_t uct_rc_gdr_bounce_put_short(struct uct_rc_gdr_ep *ep,
+                                         const void *buffer, unsigned length,
+                                         uint64_t remote_addr,
+                                         uct_rkey_t rkey);
+ssize_t uct_rc_gdr_bounce_put_bcopy(struct uct_rc_gdr_ep *ep,
+                                    uct_pack_callback_t pack_cb, void *arg,
+                                    uint64_t remote_addr, uct_rkey_t rkey);
+ucs_status_t uct_rc_gdr_bounce_get_bcopy(struct uct_rc_gdr_ep *ep,
+                                         uct_unpack_callback_t unpack_cb,
+                                         void *arg, size_t length,
+                                         uint64_t remote_addr,
+                                         uct_rkey_t rkey,
+                                         uct_completion_t *comp);
+
+/** The endpoint's flush, when the endpoint has bounce state: completes
+ *  after the endpoint's own flush (called with
+ *  UCT_RC_GDR_FLUSH_FLAG_NO_BOUNCE) AND every bounce transfer started before
+ *  it. */
+ucs_status_t uct_rc_gdr_bounce_ep_flush(struct uct_rc_gdr_ep *ep,
+                                        unsigned flags,
+                                        uct_completion_t *comp);
+
+/** 1 when the last bounce operation was refused for the lane's own
+ *  resources (staging buffers, message queue): pending_add must queue. */
+int uct_rc_gdr_bounce_ep_blocked(struct uct_rc_gdr_ep *ep);
+
+/** At endpoint destruction (class cleanup, after its QP is destroyed and
+ *  its operations are released): transfers end without user callbacks,
+ *  staging buffers go back to the pool. */
+void uct_rc_gdr_bounce_ep_cleanup(struct uct_rc_gdr_ep *ep);
+
+
+/*
+ * Defined in rc_gdr_ep.c for this lane
+ */
+
+/**
+ * Post one work request of the bounce lane with the checks and accounting
+ * of the UCT operations: a SEND_WITH_IMM gets the internal imm bit and the
+ * credits owed, and consumes a credit; an RDMA WRITE is noted for the flush
+ * (@a rkey). On failure nothing was posted and @a op still belongs to the
+ * caller.
+ *
+ * @return UCS_OK, UCS_ERR_NO_RESOURCE, or the endpoint's error.
+ */
+ucs_status_t uct_rc_gdr_ep_post_bounce(struct uct_rc_gdr_ep *ep,
+                                       struct ibv_send_wr *wr,
+                                       struct uct_rc_gdr_op *op,
+                                       const uct_rc_gdr_rkey_t *rkey);
+
+#endif

@@ -273,7 +273,11 @@ ucs_status_t uct_rc_gdr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
     }
 
     status = uct_rc_gdr_ep_remote_key(rkey, &remote_key);
-    if (status != UCS_OK) {
+    if (ucs_unlikely(status == UCS_ERR_UNSUPPORTED)) {
+        /* no NIC key at the target: the bounce lane's messages */
+        return uct_rc_gdr_bounce_put_short(ep, buffer, length, remote_addr,
+                                           rkey);
+    } else if (status != UCS_OK) {
         return status;
     }
 
@@ -314,7 +318,11 @@ ssize_t uct_rc_gdr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     size_t length;
 
     status = uct_rc_gdr_ep_remote_key(rkey, &remote_key);
-    if (status != UCS_OK) {
+    if (ucs_unlikely(status == UCS_ERR_UNSUPPORTED)) {
+        /* no NIC key at the target: the bounce lane's messages */
+        return uct_rc_gdr_bounce_put_bcopy(ep, pack_cb, arg, remote_addr,
+                                           rkey);
+    } else if (status != UCS_OK) {
         return status;
     }
 
@@ -364,6 +372,14 @@ static ucs_status_t uct_rc_gdr_ep_rdma_zcopy(uct_rc_gdr_ep_t *ep,
         ucs_error("rc_gdr: %zu iov entries, at most %d", iovcnt,
                   UCT_RC_GDR_MAX_IOV);
         return UCS_ERR_INVALID_PARAM;
+    }
+
+    /* A side without a NIC key for this direction: the host bounce lane */
+    if (ucs_unlikely(uct_rc_gdr_bounce_is_needed(ep,
+                                                 opcode == IBV_WR_RDMA_WRITE,
+                                                 iov, iovcnt, rkey))) {
+        return uct_rc_gdr_bounce_zcopy(ep, opcode == IBV_WR_RDMA_WRITE, iov,
+                                       iovcnt, remote_addr, rkey, comp);
     }
 
     status = uct_rc_gdr_ep_remote_key(rkey, &remote_key);
@@ -436,7 +452,11 @@ ucs_status_t uct_rc_gdr_ep_get_bcopy(uct_ep_h tl_ep,
     }
 
     status = uct_rc_gdr_ep_remote_key(rkey, &remote_key);
-    if (status != UCS_OK) {
+    if (ucs_unlikely(status == UCS_ERR_UNSUPPORTED)) {
+        /* no NIC key at the target: the bounce lane's messages */
+        return uct_rc_gdr_bounce_get_bcopy(ep, unpack_cb, arg, length,
+                                           remote_addr, rkey, comp);
+    } else if (status != UCS_OK) {
         return status;
     }
 
@@ -966,6 +986,12 @@ ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
     ucs_status_t status;
     int read;
 
+    if (ucs_unlikely(ep->bounce != NULL) &&
+        !(flags & UCT_RC_GDR_FLUSH_FLAG_NO_BOUNCE)) {
+        /* also waits for the bounce transfers, and calls back here */
+        return uct_rc_gdr_bounce_ep_flush(ep, flags, comp);
+    }
+
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
         /* Nothing written is promised any more: no read. */
         ep->flags &= ~(UCT_RC_GDR_EP_FLAG_FLUSH_READ |
@@ -1042,7 +1068,8 @@ ucs_status_t uct_rc_gdr_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
 {
     uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
 
-    if (uct_rc_gdr_ep_check_tx(ep, 1) == UCS_OK) {
+    if ((uct_rc_gdr_ep_check_tx(ep, 1) == UCS_OK) &&
+        !uct_rc_gdr_bounce_ep_blocked(ep)) {
         return UCS_ERR_BUSY;
     }
 
@@ -1139,6 +1166,42 @@ ucs_status_t uct_rc_gdr_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
     wr.opcode   = IBV_WR_SEND_WITH_IMM;
     wr.imm_data = htonl(UCT_RC_GDR_IMM_CREDIT_ONLY);
     return uct_rc_gdr_ep_post_op(ep, &wr, op);
+}
+
+
+/* ------------------------------------------------------------------------
+ * The bounce lane's work requests (rc_gdr_bounce.c): see rc_gdr_bounce.h
+ * ------------------------------------------------------------------------ */
+
+ucs_status_t uct_rc_gdr_ep_post_bounce(uct_rc_gdr_ep_t *ep,
+                                       struct ibv_send_wr *wr,
+                                       uct_rc_gdr_op_t *op,
+                                       const uct_rc_gdr_rkey_t *rkey)
+{
+    int is_msg = (wr->opcode == IBV_WR_SEND_WITH_IMM);
+    ucs_status_t status;
+
+    status = uct_rc_gdr_ep_check_tx(ep, is_msg);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if (is_msg) {
+        wr->imm_data = uct_rc_gdr_ep_take_imm(ep, UCT_RC_GDR_IMM_INTERNAL);
+    }
+
+    status = uct_rc_gdr_ep_post(ep, wr, op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if (is_msg) {
+        --ep->fc_credits;
+    } else if (wr->opcode == IBV_WR_RDMA_WRITE) {
+        uct_rc_gdr_ep_flush_note_write(ep, rkey, wr->wr.rdma.remote_addr,
+                                       wr->sg_list[0].length);
+    }
+    return UCS_OK;
 }
 
 
@@ -1312,6 +1375,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_ep_t, const uct_ep_params_t *params)
     self->remote_flags    = 0;
     self->status          = UCS_OK;
     memset(&self->flush, 0, sizeof(self->flush));
+    self->bounce          = NULL;
     ucs_list_add_tail(&iface->eps, &self->list);
     return UCS_OK;
 
@@ -1324,6 +1388,7 @@ err_destroy_qp:
 static UCS_CLASS_CLEANUP_FUNC(uct_rc_gdr_ep_t)
 {
     uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(self);
+    uint32_t qp_num           = self->qp->qp_num; /* the QP is freed below */
     uct_rc_gdr_op_t *op;
     khiter_t iter;
     int ret;
@@ -1332,7 +1397,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_gdr_ep_t)
 
     ret = ibv_destroy_qp(self->qp);
     if (ret != 0) {
-        ucs_warn("rc_gdr: ibv_destroy_qp(0x%x) failed: %s", self->qp->qp_num,
+        ucs_warn("rc_gdr: ibv_destroy_qp(0x%x) failed: %s", qp_num,
                  strerror(ret));
     }
 
@@ -1347,7 +1412,10 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_gdr_ep_t)
         uct_rc_gdr_ep_release_op(op);
     }
 
-    iter = kh_get(uct_rc_gdr_qpn, &iface->eps_by_qpn, self->qp->qp_num);
+    /* its bounce transfers end, staging buffers back to the pool */
+    uct_rc_gdr_bounce_ep_cleanup(self);
+
+    iter = kh_get(uct_rc_gdr_qpn, &iface->eps_by_qpn, qp_num);
     if (iter != kh_end(&iface->eps_by_qpn)) {
         kh_del(uct_rc_gdr_qpn, &iface->eps_by_qpn, iter);
     }

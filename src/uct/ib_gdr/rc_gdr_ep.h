@@ -14,6 +14,8 @@
  * with CREDIT_ONLY carries no AM and consumes no credit itself.
  */
 #define UCT_RC_GDR_IMM_AM_ID_MASK     UCS_MASK(UCT_RC_GDR_AM_ID_BITS)
+#define UCT_RC_GDR_IMM_INTERNAL       UCS_BIT(6) /* rc_gdr_bounce.c's own
+                                                    message, not an AM */
 #define UCT_RC_GDR_IMM_CREDIT_ONLY    UCS_BIT(7)
 #define UCT_RC_GDR_IMM_CREDITS_SHIFT  8
 #define UCT_RC_GDR_IMM_CREDITS_MAX    0xffffu
@@ -48,6 +50,7 @@ struct uct_rc_gdr_ep {
         uint32_t              rkey;         /* its NIC key */
         uint32_t              length;       /* 1..UCT_RC_GDR_FLUSH_READ_MAX */
     } flush;
+    uct_rc_gdr_bounce_ep_t    *bounce;      /* bounce lane state, or NULL */
 };
 
 

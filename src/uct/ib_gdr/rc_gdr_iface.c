@@ -85,6 +85,9 @@ ucs_config_field_t uct_rc_gdr_iface_config_table[] = {
     UCT_RC_GDR_FLUSH_CONFIG_FIELD(ucs_offsetof(uct_rc_gdr_iface_config_t,
                                                flush_mode)),
 
+    UCT_RC_GDR_BOUNCE_CONFIG_FIELD(ucs_offsetof(uct_rc_gdr_iface_config_t,
+                                                bounce)),
+
     UCT_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 0, "send/receive",
                                   ucs_offsetof(uct_rc_gdr_iface_config_t,
                                                tx_mp), ""),
@@ -355,8 +358,12 @@ static void uct_rc_gdr_iface_handle_recv(uct_rc_gdr_iface_t *iface,
         goto out;
     }
 
-    uct_iface_invoke_am(&iface->super, imm & UCT_RC_GDR_IMM_AM_ID_MASK,
-                        buf + 1, wc->byte_len, 0);
+    if (imm & UCT_RC_GDR_IMM_INTERNAL) {
+        uct_rc_gdr_bounce_handle_msg(iface, ep, buf + 1, wc->byte_len);
+    } else {
+        uct_iface_invoke_am(&iface->super, imm & UCT_RC_GDR_IMM_AM_ID_MASK,
+                            buf + 1, wc->byte_len, 0);
+    }
 
     if (ep != NULL) {
         ++ep->fc_to_return;
@@ -397,6 +404,8 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
         count += num_wcs;
         uct_rc_gdr_iface_post_recvs(iface);
     }
+
+    count += uct_rc_gdr_bounce_progress(iface);
 
     if (count > 0) {
         ucs_list_for_each_safe(ep, tmp, &iface->eps, list) {
@@ -639,6 +648,11 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
         goto err_cleanup_op_mp;
     }
 
+    status = uct_rc_gdr_bounce_iface_init(self, &config->bounce);
+    if (status != UCS_OK) {
+        goto err_cleanup_op_mp; /* the receives posted die with the SRQ */
+    }
+
     ucs_debug("rc_gdr: iface %p on %s: timeout 4.096us*2^%u x %u tries, "
               "fc window %u, %u receives", self, params->mode.device.dev_name,
               self->config.timeout_exp, self->config.retry_count + 1,
@@ -685,6 +699,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_gdr_iface_t)
         ucs_warn("rc_gdr: iface %p closed with %zu endpoints still open",
                  self, ucs_list_length(&self->eps));
     }
+    uct_rc_gdr_bounce_iface_cleanup(self);
 
     ibv_destroy_srq(self->srq);
     ibv_destroy_cq(self->recv_cq);

@@ -15,6 +15,7 @@
 
 #include "rc_gdr_md.h"
 #include "rc_gdr_flush.h"
+#include "rc_gdr_bounce.h"
 
 #include <ucs/datastruct/khash.h>
 #include <ucs/datastruct/list.h>
@@ -45,6 +46,7 @@ typedef struct uct_rc_gdr_iface_config {
     unsigned                  max_rd_atomic;
     unsigned                  gid_index;
     uct_rc_gdr_flush_mode_t   flush_mode;
+    uct_rc_gdr_bounce_config_t bounce;
     uct_iface_mpool_config_t  tx_mp;
 } uct_rc_gdr_iface_config_t;
 
@@ -100,6 +102,14 @@ typedef struct uct_rc_gdr_iface_stats {
     uint64_t                  rx_msgs;       /* messages received */
     uint64_t                  credit_grants; /* explicit credit messages */
     uint64_t                  flush_reads;   /* RDMA READs posted by flushes */
+    /* host bounce lane (rc_gdr_bounce.h) */
+    uint64_t                  bounce_xfers;  /* transfers started here */
+    uint64_t                  bounce_failed; /* of those, ended in error */
+    uint64_t                  bounce_staged_bytes; /* copied GPU<->host */
+    uint64_t                  bounce_msgs;   /* internal messages sent */
+    uint64_t                  bounce_refused; /* peers' requests refused */
+    uint64_t                  bounce_bufs_in_use; /* staging buffers out */
+    uint64_t                  bounce_bufs_max; /* high-water mark of it */
 } uct_rc_gdr_iface_stats_t;
 
 
@@ -135,6 +145,7 @@ typedef struct uct_rc_gdr_iface {
         uint8_t               flush_mode;    /* uct_rc_gdr_flush_mode_t */
     } config;
     uct_rc_gdr_iface_stats_t  stats;
+    uct_rc_gdr_bounce_iface_t *bounce;
 } uct_rc_gdr_iface_t;
 
 

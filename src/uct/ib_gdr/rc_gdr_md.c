@@ -333,7 +333,8 @@ ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint32_t token,
     iter = kh_get(uct_rc_gdr_token, &md->tokens, token);
     if (iter != kh_end(&md->tokens)) {
         region = kh_value(&md->tokens, iter);
-        if ((address >= region->start) && (length <= region->end - address)) {
+        if ((address >= region->start) && (address <= region->end) &&
+            (length <= region->end - address)) {
             *gpu_p = ((uct_rc_gdr_mr_t*)
                       uct_rc_gdr_rcache_region_priv(region))->gpu;
             status = UCS_OK;
