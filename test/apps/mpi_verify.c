@@ -3,18 +3,103 @@
  * run one MPI_Put / MPI_Get epoch; every byte is checked on the receiving
  * side. Run it with Open MPI's pml ucx over rc_gdr (test/rxe/run.sh).
  *
+ * With --gpu the buffers are GPU memory from the CUDA driver (what
+ * RC_GDR_CUDA_LIBRARY names, default libcuda.so.1; in the soft-RoCE guest the
+ * project's stand-in, so the GPU is EMULATED), filled and checked through
+ * the driver's copies.
+ *
  * Prints "PASS ..." / "FAIL ..." lines from rank 0 and exits non-zero when
  * any byte differs on either rank.
  */
 
 #include <mpi.h>
 
+#include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 
 #define MAX_SIZE (4u * 1024 * 1024)
+
+
+/* The few driver calls this program needs, looked up at run time so that
+ * it builds without CUDA. */
+static struct {
+    int  (*init)(unsigned);
+    int  (*device_get)(int*, int);
+    int  (*ctx_retain)(void**, int);
+    int  (*ctx_set)(void*);
+    int  (*alloc)(uintptr_t*, size_t);
+    int  (*free)(uintptr_t);
+    int  (*htod)(uintptr_t, const void*, size_t);
+    int  (*dtoh)(void*, uintptr_t, size_t);
+} cu;
+static int g_gpu;
+
+
+static void gpu_init(void)
+{
+    const char *lib = getenv("RC_GDR_CUDA_LIBRARY");
+    void *handle    = dlopen(lib ? lib : "libcuda.so.1", RTLD_NOW);
+    void *ctx;
+    int dev;
+
+    if (handle == NULL) {
+        fprintf(stderr, "mpi_verify: --gpu: %s\n", dlerror());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    *(void**)&cu.init       = dlsym(handle, "cuInit");
+    *(void**)&cu.device_get = dlsym(handle, "cuDeviceGet");
+    *(void**)&cu.ctx_retain = dlsym(handle, "cuDevicePrimaryCtxRetain");
+    *(void**)&cu.ctx_set    = dlsym(handle, "cuCtxSetCurrent");
+    *(void**)&cu.alloc      = dlsym(handle, "cuMemAlloc_v2");
+    *(void**)&cu.free       = dlsym(handle, "cuMemFree_v2");
+    *(void**)&cu.htod       = dlsym(handle, "cuMemcpyHtoD_v2");
+    *(void**)&cu.dtoh       = dlsym(handle, "cuMemcpyDtoH_v2");
+    if (!cu.init || !cu.dtoh || cu.init(0) || cu.device_get(&dev, 0) ||
+        cu.ctx_retain(&ctx, dev) || cu.ctx_set(ctx)) {
+        fprintf(stderr, "mpi_verify: --gpu: CUDA driver not usable\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    g_gpu = 1;
+}
+
+
+/* Buffers: GPU memory with --gpu, host memory otherwise. */
+static void *buf_alloc(size_t size)
+{
+    uintptr_t ptr;
+
+    if (!g_gpu) {
+        return malloc(size);
+    }
+    if (cu.alloc(&ptr, size) != 0) {
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    return (void*)ptr;
+}
+
+
+static void buf_free(void *buf)
+{
+    g_gpu ? (void)cu.free((uintptr_t)buf) : free(buf);
+}
+
+
+static void buf_write(void *dst, const void *src, size_t size)
+{
+    g_gpu ? (void)cu.htod((uintptr_t)dst, src, size) :
+            (void)memcpy(dst, src, size);
+}
+
+
+static void buf_read(void *dst, const void *src, size_t size)
+{
+    g_gpu ? (void)cu.dtoh(dst, (uintptr_t)src, size) :
+            (void)memcpy(dst, src, size);
+}
 
 
 static unsigned char pattern(size_t i, size_t size, int rank)
@@ -37,10 +122,10 @@ static long count_bad(const unsigned char *buf, size_t size, int from_rank)
 
 int main(int argc, char **argv)
 {
-    unsigned char *sbuf, *rbuf, *win_buf;
+    unsigned char *sbuf, *rbuf, *win_buf, *host, *check;
     long bad, total_bad, all_bad = 0;
     int rank, nranks, peer;
-    size_t size, i;
+    size_t size, i, min_size;
     MPI_Win win;
 
     MPI_Init(&argc, &argv);
@@ -53,41 +138,56 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     peer = 1 - rank;
+    if ((argc > 1) && !strcmp(argv[1], "--gpu")) {
+        gpu_init();
+    }
+    min_size = (argc > 2) ? (size_t)atol(argv[2]) : 8;
 
-    sbuf = malloc(MAX_SIZE);
-    rbuf = malloc(MAX_SIZE);
+    sbuf  = buf_alloc(MAX_SIZE);
+    rbuf  = buf_alloc(MAX_SIZE);
+    host  = malloc(2 * MAX_SIZE);
+    check = malloc(2 * MAX_SIZE);
 
-    for (size = 8; size <= MAX_SIZE; size *= 4) {
+    for (size = min_size; size <= MAX_SIZE; size *= 4) {
         for (i = 0; i < size; ++i) {
-            sbuf[i] = pattern(i, size, rank);
+            host[i] = pattern(i, size, rank);
         }
-        memset(rbuf, 0, size);
+        buf_write(sbuf, host, size);
+        memset(host, 0, size);
+        buf_write(rbuf, host, size);
         MPI_Sendrecv(sbuf, (int)size, MPI_BYTE, peer, 1, rbuf, (int)size,
                      MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        bad = count_bad(rbuf, size, peer);
+        buf_read(check, rbuf, size);
+        bad = count_bad(check, size, peer);
         MPI_Allreduce(&bad, &total_bad, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
         all_bad += total_bad;
         if (rank == 0) {
-            printf("%s sendrecv %zu bytes (%ld bad bytes)\n",
-                   total_bad ? "FAIL" : "PASS", size, total_bad);
+            printf("%s sendrecv %zu bytes%s (%ld bad bytes)\n",
+                   total_bad ? "FAIL" : "PASS", size,
+                   g_gpu ? " GPU->GPU" : "", total_bad);
         }
     }
 
     /* One-sided: each rank puts its pattern into the peer's window, then
      * reads the peer's pattern back with a get. */
     size = 1024 * 1024;
-    MPI_Alloc_mem(2 * size, MPI_INFO_NULL, &win_buf);
-    memset(win_buf, 0, 2 * size);
+    win_buf = buf_alloc(2 * size);
+    memset(host, 0, 2 * size);
     for (i = 0; i < size; ++i) {
-        win_buf[size + i] = pattern(i, size, rank); /* exposed for gets */
-        sbuf[i]           = pattern(i, size, rank);
+        host[size + i] = pattern(i, size, rank); /* exposed for gets */
     }
+    buf_write(win_buf, host, 2 * size);
+    for (i = 0; i < size; ++i) {
+        host[i] = pattern(i, size, rank);
+    }
+    buf_write(sbuf, host, size);
     MPI_Win_create(win_buf, 2 * size, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
 
     MPI_Win_fence(0, win);
     MPI_Put(sbuf, (int)size, MPI_BYTE, peer, 0, (int)size, MPI_BYTE, win);
     MPI_Win_fence(0, win);
-    bad = count_bad(win_buf, size, peer);
+    buf_read(check, win_buf, size);
+    bad = count_bad(check, size, peer);
     MPI_Allreduce(&bad, &total_bad, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     all_bad += total_bad;
     if (rank == 0) {
@@ -95,11 +195,13 @@ int main(int argc, char **argv)
                total_bad ? "FAIL" : "PASS", size, total_bad);
     }
 
-    memset(rbuf, 0, size);
+    memset(host, 0, size);
+    buf_write(rbuf, host, size);
     MPI_Win_fence(0, win);
     MPI_Get(rbuf, (int)size, MPI_BYTE, peer, size, (int)size, MPI_BYTE, win);
     MPI_Win_fence(0, win);
-    bad = count_bad(rbuf, size, peer);
+    buf_read(check, rbuf, size);
+    bad = count_bad(check, size, peer);
     MPI_Allreduce(&bad, &total_bad, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     all_bad += total_bad;
     if (rank == 0) {
@@ -109,9 +211,11 @@ int main(int argc, char **argv)
     }
 
     MPI_Win_free(&win);
-    MPI_Free_mem(win_buf);
-    free(sbuf);
-    free(rbuf);
+    buf_free(win_buf);
+    buf_free(sbuf);
+    buf_free(rbuf);
+    free(host);
+    free(check);
     MPI_Finalize();
     return all_bad ? 1 : 0;
 }

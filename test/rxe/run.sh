@@ -230,6 +230,29 @@ test_bounce_direction_policy() {
     [ "$rc" = 0 ]
 }
 
+# Open MPI moving "GPU" buffers: point-to-point and one-sided, over the GDR
+# lane (peermem) and over the bounce lane, which must show staged bytes.
+test_mpi_gpu() {
+    with_emulated_gpu timeout 300 mpirun --allow-run-as-root --oversubscribe \
+        -np 2 --mca pml ucx --mca btl ^openib,ofi,uct --mca osc ucx \
+        -x UCX_TLS=rc_gdr,ud_verbs:aux,self -x UCX_LOG_LEVEL=info \
+        -x RC_GDR_CUDA_LIBRARY -x UCX_RC_GDR_REG_METHODS \
+        "$B/test/apps/mpi_verify" --gpu > "$LOG/mpi_gpu.out" 2>&1
+    local rc=$?
+    grep -E '^(PASS|FAIL|verification)|rc_gdr:' "$LOG/mpi_gpu.out"
+    [ "$rc" = 0 ] && grep -q '^verification: PASSED' "$LOG/mpi_gpu.out"
+}
+
+test_mpi_gpu_gdr() {
+    UCX_RC_GDR_REG_METHODS=dmabuf,peermem test_mpi_gpu
+}
+
+test_mpi_gpu_bounce() {
+    UCX_RC_GDR_REG_METHODS=dmabuf test_mpi_gpu &&
+        grep -Eq 'bounce lane closed: .* [1-9][0-9]* bytes staged' \
+            "$LOG/mpi_gpu.out"
+}
+
 # Requiring GDR where no mechanism works: opening fails, naming the check.
 test_gpu_require_refused() {
     local out rc
@@ -272,6 +295,8 @@ run_test bounce_uct_put_get_gpu_either_side     test_bounce uct rxe0:1 rxe1:1
 run_test bounce_peer_killed_buffers_returned    test_bounce_peer_death
 run_test bounce_ucp_put_get_gpu                 test_bounce_ucp
 run_test bounce_when_policy_turns_gdr_off       test_bounce_direction_policy
+run_test mpi_2ranks_gpu_buffers_gdr_lane        test_mpi_gpu_gdr
+run_test mpi_2ranks_gpu_buffers_bounce_lane     test_mpi_gpu_bounce
 
 rm -rf "$LOG"
 echo "$PASSED passed, $FAILED failed"
