@@ -1242,8 +1242,17 @@ static void run_uct(const char *dev_a, const char *dev_b)
     run_pending(&p);
     run_flush(&p);
 
-    sa = iface_stats(p.a.iface);
-    sb = iface_stats(p.b.iface);
+    /* The last staging buffers come back when their sends' completions are
+     * polled, which the initiator's completion does not wait for. */
+    {
+        double deadline = now() + 10.0;
+        do {
+            progress2(&p.a, &p.b);
+            sa = iface_stats(p.a.iface);
+            sb = iface_stats(p.b.iface);
+        } while (((sa.bounce_bufs_in_use > 0) || (sb.bounce_bufs_in_use > 0)) &&
+                 (now() < deadline));
+    }
     printf("counters A: %" PRIu64 " bounce transfers (%" PRIu64 " failed), "
            "%" PRIu64 " bytes staged, %" PRIu64 " messages, buffers in use "
            "%" PRIu64 " (at most %" PRIu64 ")\n", sa.bounce_xfers,

@@ -59,9 +59,19 @@ static ucs_status_t uct_rc_gdr_ep_post(uct_rc_gdr_ep_t *ep,
     struct ibv_send_wr *bad_wr;
     int ret;
 
+    /* RDMA writes nobody waits for report only every tx_cq_moderation-th
+     * time: that completion retires all those before it. Everything else
+     * reports: sends too, since with soft-RoCE, unsignaled sends into the
+     * peer's shared receive queue stalled UCP's multi-fragment eager
+     * protocol (tag_bw and stream_bw at 40 KiB and up never finished). */
+    op->signaled   |= (op->comp != NULL) || (op->type != UCT_RC_GDR_OP_SEND) ||
+                      (wr->opcode != IBV_WR_RDMA_WRITE) ||
+                      (ep->unsignaled + 1 >= iface->config.tx_cq_moderation);
     wr->wr_id       = (uintptr_t)op;
     wr->next        = NULL;
-    wr->send_flags |= IBV_SEND_SIGNALED;
+    if (op->signaled) {
+        wr->send_flags |= IBV_SEND_SIGNALED;
+    }
     if (ep->flags & UCT_RC_GDR_EP_FLAG_FENCE) {
         /* Waits for the reads and atomics posted before the fence. */
         wr->send_flags |= IBV_SEND_FENCE;
@@ -78,7 +88,10 @@ static ucs_status_t uct_rc_gdr_ep_post(uct_rc_gdr_ep_t *ep,
     ucs_queue_push(&ep->outstanding, &op->queue);
     ++ep->num_outstanding;
     --ep->sq_avail;
+    /* Every request may report (an error completion does even when not
+     * signaled): the completion queue is sized for all of them. */
     --iface->tx_cq_avail;
+    ep->unsignaled = op->signaled ? 0 : (ep->unsignaled + 1);
     ++iface->stats.tx_wrs;
     return UCS_OK;
 }
@@ -846,25 +859,18 @@ static void uct_rc_gdr_ep_complete_flushes(uct_rc_gdr_ep_t *ep)
 }
 
 
+/*
+ * A completion retires its work request and every unsignaled one before it
+ * (RC executes a queue pair's sends in order), each in posting order; an
+ * error completion, which verbs reports even for an unsignaled request,
+ * fails that request and, through the endpoint's status, those after it.
+ */
 void uct_rc_gdr_ep_send_completion(uct_rc_gdr_ep_t *ep, struct ibv_wc *wc)
 {
     uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
     ucs_status_t status       = uct_rc_gdr_ep_wc_status(wc->status);
     uct_rc_gdr_op_t *op;
-
-    uct_rc_gdr_ep_complete_flushes(ep);
-    if (ucs_unlikely(ucs_queue_is_empty(&ep->outstanding))) {
-        ucs_error("rc_gdr: completion on QP 0x%x with nothing outstanding",
-                  wc->qp_num);
-        return;
-    }
-
-    op = ucs_queue_pull_elem_non_empty(&ep->outstanding, uct_rc_gdr_op_t,
-                                       queue);
-    ucs_assertv((uintptr_t)op == wc->wr_id, "op=%p wr_id=0x%" PRIx64, op,
-                (uint64_t)wc->wr_id);
-    --ep->num_outstanding;
-    ++ep->sq_avail;
+    int last;
 
     if (ucs_unlikely(status != UCS_OK)) {
         if (!(ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) &&
@@ -876,9 +882,26 @@ void uct_rc_gdr_ep_send_completion(uct_rc_gdr_ep_t *ep, struct ibv_wc *wc)
         uct_rc_gdr_ep_set_failed(ep, status);
     }
 
-    uct_rc_gdr_ep_complete_op(ep, op,
-                              (ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) ?
-                              ep->status : UCS_OK);
+    do {
+        uct_rc_gdr_ep_complete_flushes(ep);
+        if (ucs_unlikely(ucs_queue_is_empty(&ep->outstanding))) {
+            ucs_error("rc_gdr: completion on QP 0x%x (wr_id 0x%" PRIx64 ") "
+                      "matches no posted request", wc->qp_num,
+                      (uint64_t)wc->wr_id);
+            return;
+        }
+
+        op   = ucs_queue_pull_elem_non_empty(&ep->outstanding,
+                                             uct_rc_gdr_op_t, queue);
+        last = ((uintptr_t)op == wc->wr_id);
+        ++iface->tx_cq_avail;
+        --ep->num_outstanding;
+        ++ep->sq_avail;
+        uct_rc_gdr_ep_complete_op(ep, op,
+                                  (ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) ?
+                                  ep->status : UCS_OK);
+    } while (!last);
+
     uct_rc_gdr_ep_complete_flushes(ep);
 
     if (ep->flags & UCT_RC_GDR_EP_FLAG_DESTROYED) {
@@ -916,6 +939,32 @@ static void uct_rc_gdr_ep_move_to_error(uct_rc_gdr_ep_t *ep)
 /* ------------------------------------------------------------------------
  * Flush, fence, pending, check
  * ------------------------------------------------------------------------ */
+
+/* A message that carries no data and no credit (the peer's receive queue
+ * takes it like a credit return), posted to report a completion. */
+static ucs_status_t uct_rc_gdr_ep_post_signaled_nop(uct_rc_gdr_ep_t *ep)
+{
+    struct ibv_send_wr wr;
+    uct_rc_gdr_op_t *op;
+    ucs_status_t status;
+
+    status = uct_rc_gdr_ep_check_tx(ep, 0);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 0, &op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    op->signaled = 1;
+    memset(&wr, 0, sizeof(wr));
+    wr.opcode    = IBV_WR_SEND_WITH_IMM;
+    wr.imm_data  = uct_rc_gdr_ep_take_imm(ep, UCT_RC_GDR_IMM_CREDIT_ONLY);
+    return uct_rc_gdr_ep_post_op(ep, &wr, op);
+}
+
 
 /* Whether this flush must post a read first (rc_gdr_flush.h). */
 static int uct_rc_gdr_ep_flush_wants_read(uct_rc_gdr_ep_t *ep, unsigned flags)
@@ -1008,6 +1057,15 @@ ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
     read = uct_rc_gdr_ep_flush_wants_read(ep, flags);
     if ((ep->num_outstanding == 0) && !read) {
         return UCS_OK;
+    }
+
+    if (!read && (ep->unsignaled > 0) &&
+        !(ep->flags & UCT_RC_GDR_EP_FLAG_FAILED)) {
+        /* The last requests do not report: one that does retires them. */
+        status = uct_rc_gdr_ep_post_signaled_nop(ep);
+        if (status != UCS_OK) {
+            return status;
+        }
     }
 
     if (!(flags & UCT_FLUSH_FLAG_CANCEL) && !ucs_queue_is_empty(&ep->pending)) {

@@ -40,6 +40,8 @@ struct uct_rc_gdr_ep {
     ucs_queue_head_t          pending;      /* uct_pending_req_t */
     unsigned                  num_outstanding; /* work requests in flight */
     unsigned                  sq_avail;
+    unsigned                  unsignaled;   /* posted since the last
+                                               signaled work request */
     int                       fc_credits;   /* messages we may still send */
     unsigned                  fc_to_return; /* peer's messages consumed */
     uint8_t                   flags;        /* UCT_RC_GDR_EP_FLAG_xx */

@@ -22,6 +22,7 @@
 
 
 #define UCT_RC_GDR_POLL_BATCH 16
+#define UCT_RC_GDR_RX_BATCH   16
 
 
 ucs_config_field_t uct_rc_gdr_iface_config_table[] = {
@@ -32,6 +33,14 @@ ucs_config_field_t uct_rc_gdr_iface_config_table[] = {
     {"TX_QUEUE_LEN", "256",
      "Send work requests per endpoint (queue pair send queue length).",
      ucs_offsetof(uct_rc_gdr_iface_config_t, tx_queue_len),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"TX_CQ_MODERATION", "64",
+     "RDMA writes nobody waits for between two that report a completion: "
+     "one completion retires every request before it (at most half of "
+     "TX_QUEUE_LEN). Sends, reads, atomics and requests whose completion "
+     "the user waits for always report.",
+     ucs_offsetof(uct_rc_gdr_iface_config_t, tx_cq_moderation),
      UCS_CONFIG_TYPE_UINT},
 
     {"TX_CQ_LEN", "4096",
@@ -269,8 +278,9 @@ uct_rc_gdr_op_t *uct_rc_gdr_iface_get_op(uct_rc_gdr_iface_t *iface)
     uct_rc_gdr_op_t *op = ucs_mpool_get_inline(&iface->op_mp);
 
     if (op != NULL) {
-        op->comp = NULL;
-        op->buf  = NULL;
+        op->comp     = NULL;
+        op->buf      = NULL;
+        op->signaled = 0;
     }
     return op;
 }
@@ -286,37 +296,53 @@ static uct_rc_gdr_ep_t *uct_rc_gdr_iface_lookup_ep(uct_rc_gdr_iface_t *iface,
 }
 
 
+/* Posts receive buffers in one chained call, up to the queue length. */
 static unsigned uct_rc_gdr_iface_post_recvs(uct_rc_gdr_iface_t *iface)
 {
-    struct ibv_recv_wr wr, *bad_wr;
-    struct ibv_sge sge;
+    struct ibv_recv_wr wrs[UCT_RC_GDR_RX_BATCH], *bad_wr;
+    struct ibv_sge sges[UCT_RC_GDR_RX_BATCH];
     uct_rc_gdr_buf_t *buf;
-    unsigned count = 0;
+    unsigned count = 0, batch, i;
     int ret;
 
     while (iface->rx_posted < iface->config.rx_queue_len) {
-        buf = ucs_mpool_get_inline(&iface->rx_mp);
-        if (buf == NULL) {
+        batch = ucs_min(iface->config.rx_queue_len - iface->rx_posted,
+                        (unsigned)UCT_RC_GDR_RX_BATCH);
+        for (i = 0; i < batch; ++i) {
+            buf = ucs_mpool_get_inline(&iface->rx_mp);
+            if (buf == NULL) {
+                break;
+            }
+            sges[i].addr   = (uintptr_t)(buf + 1);
+            sges[i].length = iface->config.seg_size;
+            sges[i].lkey   = buf->lkey;
+            wrs[i].wr_id   = (uintptr_t)buf;
+            wrs[i].sg_list = &sges[i];
+            wrs[i].num_sge = 1;
+            wrs[i].next    = &wrs[i + 1];
+        }
+        if (i == 0) {
             break;
         }
 
-        sge.addr   = (uintptr_t)(buf + 1);
-        sge.length = iface->config.seg_size;
-        sge.lkey   = buf->lkey;
-        wr.wr_id   = (uintptr_t)buf;
-        wr.next    = NULL;
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-
-        ret = ibv_post_srq_recv(iface->srq, &wr, &bad_wr);
+        wrs[i - 1].next = NULL;
+        ret = ibv_post_srq_recv(iface->srq, wrs, &bad_wr);
         if (ret != 0) {
             ucs_error("rc_gdr: ibv_post_srq_recv() failed: %s", strerror(ret));
-            ucs_mpool_put_inline(buf);
+            for (; bad_wr != NULL; bad_wr = bad_wr->next) {
+                ucs_mpool_put_inline((void*)bad_wr->wr_id);
+                --i;
+            }
+            iface->rx_posted += i;
+            count            += i;
             break;
         }
 
-        ++iface->rx_posted;
-        ++count;
+        iface->rx_posted += i;
+        count            += i;
+        if (i < batch) {
+            break;
+        }
     }
 
     return count;
@@ -385,7 +411,6 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
 
     num_wcs = ibv_poll_cq(iface->send_cq, UCT_RC_GDR_POLL_BATCH, wcs);
     for (i = 0; i < num_wcs; ++i) {
-        ++iface->tx_cq_avail;
         ep = uct_rc_gdr_iface_lookup_ep(iface, wcs[i].qp_num);
         if (ep == NULL) {
             ucs_error("rc_gdr: send completion for unknown QP 0x%x",
@@ -402,7 +427,13 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
     }
     if (num_wcs > 0) {
         count += num_wcs;
-        uct_rc_gdr_iface_post_recvs(iface);
+        /* Reposting in batches costs one call per batch, not per message;
+         * the shared queue keeps all but a batch of buffers posted. */
+        if (iface->config.rx_queue_len - iface->rx_posted >=
+            ucs_min((unsigned)UCT_RC_GDR_RX_BATCH,
+                    iface->config.rx_queue_len / 2)) {
+            uct_rc_gdr_iface_post_recvs(iface);
+        }
     }
 
     count += uct_rc_gdr_bounce_progress(iface);
@@ -566,6 +597,11 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
     }
 
     self->config.tx_queue_len  = config->tx_queue_len;
+    /* Within half the send queue, so a full queue always holds a request
+     * that reports, and its completion frees the slots before it. */
+    self->config.tx_cq_moderation = ucs_max(1u,
+                                            ucs_min(config->tx_cq_moderation,
+                                                    config->tx_queue_len / 2));
     self->config.rx_queue_len  = config->rx_queue_len;
     self->config.fc_wnd_size   = config->fc_wnd_size;
     self->config.seg_size      = config->seg_size;

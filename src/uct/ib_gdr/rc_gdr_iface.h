@@ -36,6 +36,7 @@ typedef struct uct_rc_gdr_ep uct_rc_gdr_ep_t;
 typedef struct uct_rc_gdr_iface_config {
     uct_iface_config_t        super;
     unsigned                  tx_queue_len;
+    unsigned                  tx_cq_moderation;
     unsigned                  tx_cq_len;
     unsigned                  rx_queue_len;
     unsigned                  fc_wnd_size;
@@ -72,6 +73,7 @@ typedef enum {
 typedef struct uct_rc_gdr_op {
     ucs_queue_elem_t          queue;      /* in ep->outstanding */
     uct_rc_gdr_op_type_t      type;
+    uint8_t                   signaled;   /* its work request reports */
     uct_completion_t          *comp;      /* the user's, may be NULL */
     uct_rc_gdr_buf_t          *buf;       /* released at completion */
     union {
@@ -133,6 +135,7 @@ typedef struct uct_rc_gdr_iface {
     unsigned                  rx_posted;
     struct {
         unsigned              tx_queue_len;
+        unsigned              tx_cq_moderation;
         unsigned              rx_queue_len;
         unsigned              fc_wnd_size;
         size_t                seg_size;
