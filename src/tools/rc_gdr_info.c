@@ -401,8 +401,8 @@ static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
             if (info->gpus[i].ordinal >= 0) {
                 printf(", \"ordinal\": %d, \"model\": ",
                        info->gpus[i].ordinal);
-                uct_rc_gdr_gate_print_json_string(stdout,
-                                                  info->gpus[i].probe.attr.name);
+                uct_rc_gdr_gate_print_json_string(
+                        stdout, info->gpus[i].probe.attr.name);
                 printf(", \"cc\": \"%d.%d\", \"gdr_supported\": %d, "
                        "\"dmabuf_supported\": %d, \"writes_ordering\": %d",
                        info->gpus[i].probe.attr.cc_major,

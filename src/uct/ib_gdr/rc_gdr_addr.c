@@ -14,7 +14,8 @@
 #include <string.h>
 
 
-#define UCT_RC_GDR_ADDR_HEADER   (UCT_RC_GDR_ADDR_MAGIC | UCT_RC_GDR_ADDR_VERSION)
+#define UCT_RC_GDR_ADDR_HEADER \
+    (UCT_RC_GDR_ADDR_MAGIC | UCT_RC_GDR_ADDR_VERSION)
 
 /* Field sizes on the wire, after the header byte and before the crc. */
 #define UCT_RC_GDR_DEV_ADDR_BODY 19  /* flags(1) lid(2) gid(16) */

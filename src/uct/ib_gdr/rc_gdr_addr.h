@@ -82,7 +82,8 @@ ucs_status_t uct_rc_gdr_rkey_unpack_buffer(const void *buffer, size_t length,
  * not come from uct_rc_gdr_rkey_to_uct() is recognised.
  */
 uint64_t uct_rc_gdr_rkey_to_uct(const uct_rc_gdr_rkey_t *rkey);
-ucs_status_t uct_rc_gdr_rkey_from_uct(uint64_t value, uct_rc_gdr_rkey_t *rkey_p);
+ucs_status_t uct_rc_gdr_rkey_from_uct(uint64_t value,
+                                      uct_rc_gdr_rkey_t *rkey_p);
 
 #ifdef __cplusplus
 }

@@ -133,6 +133,21 @@ static ucs_status_t uct_rc_gdr_ep_get_op(uct_rc_gdr_ep_t *ep,
 }
 
 
+/* Resources for one more work request, then its descriptor. */
+static ucs_status_t
+uct_rc_gdr_ep_start_op(uct_rc_gdr_ep_t *ep, int needs_credit,
+                       uct_rc_gdr_op_type_t type, int with_buf,
+                       uct_rc_gdr_op_t **op_p)
+{
+    ucs_status_t status = uct_rc_gdr_ep_check_tx(ep, needs_credit);
+
+    if (status != UCS_OK) {
+        return status;
+    }
+    return uct_rc_gdr_ep_get_op(ep, type, with_buf, op_p);
+}
+
+
 /* Posts, or gives the descriptor back when the post fails. */
 static ucs_status_t uct_rc_gdr_ep_post_op(uct_rc_gdr_ep_t *ep,
                                           struct ibv_send_wr *wr,
@@ -294,12 +309,7 @@ ucs_status_t uct_rc_gdr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
         return status;
     }
 
-    status = uct_rc_gdr_ep_check_tx(ep, 0);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 0, &op);
+    status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_SEND, 0, &op);
     if (status != UCS_OK) {
         return status;
     }
@@ -339,12 +349,7 @@ ssize_t uct_rc_gdr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
         return status;
     }
 
-    status = uct_rc_gdr_ep_check_tx(ep, 0);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 1, &op);
+    status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_SEND, 1, &op);
     if (status != UCS_OK) {
         return status;
     }
@@ -400,12 +405,7 @@ static ucs_status_t uct_rc_gdr_ep_rdma_zcopy(uct_rc_gdr_ep_t *ep,
         return status;
     }
 
-    status = uct_rc_gdr_ep_check_tx(ep, 0);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 0, &op);
+    status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_SEND, 0, &op);
     if (status != UCS_OK) {
         return status;
     }
@@ -473,12 +473,7 @@ ucs_status_t uct_rc_gdr_ep_get_bcopy(uct_ep_h tl_ep,
         return status;
     }
 
-    status = uct_rc_gdr_ep_check_tx(ep, 0);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_GET_BCOPY, 1, &op);
+    status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_GET_BCOPY, 1, &op);
     if (status != UCS_OK) {
         return status;
     }
@@ -704,13 +699,9 @@ static ucs_status_t uct_rc_gdr_ep_atomic(uct_rc_gdr_ep_t *ep,
         return status;
     }
 
-    status = uct_rc_gdr_ep_check_tx(ep, 0);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = uct_rc_gdr_ep_get_op(ep, (result == NULL) ? UCT_RC_GDR_OP_SEND :
-                                  UCT_RC_GDR_OP_ATOMIC, 1, &op);
+    status = uct_rc_gdr_ep_start_op(ep, 0, (result == NULL) ?
+                                    UCT_RC_GDR_OP_SEND : UCT_RC_GDR_OP_ATOMIC,
+                                    1, &op);
     if (status != UCS_OK) {
         return status;
     }
@@ -948,12 +939,7 @@ static ucs_status_t uct_rc_gdr_ep_post_signaled_nop(uct_rc_gdr_ep_t *ep)
     uct_rc_gdr_op_t *op;
     ucs_status_t status;
 
-    status = uct_rc_gdr_ep_check_tx(ep, 0);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 0, &op);
+    status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_SEND, 0, &op);
     if (status != UCS_OK) {
         return status;
     }
@@ -995,12 +981,7 @@ static ucs_status_t uct_rc_gdr_ep_flush_post_read(uct_rc_gdr_ep_t *ep)
     uct_rc_gdr_op_t *op;
     ucs_status_t status;
 
-    status = uct_rc_gdr_ep_check_tx(ep, 0);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_FLUSH_READ, 1, &op);
+    status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_FLUSH_READ, 1, &op);
     if (status != UCS_OK) {
         return status;
     }
@@ -1136,8 +1117,8 @@ ucs_status_t uct_rc_gdr_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
 }
 
 
-void uct_rc_gdr_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
-                                 void *arg)
+void uct_rc_gdr_ep_pending_purge(uct_ep_h tl_ep,
+                                 uct_pending_purge_callback_t cb, void *arg)
 {
     uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
     uct_pending_req_priv_queue_t *priv;

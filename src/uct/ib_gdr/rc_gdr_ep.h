@@ -105,8 +105,8 @@ ucs_status_t uct_rc_gdr_ep_atomic64_fetch(uct_ep_h tl_ep,
                                           uct_completion_t *comp);
 ucs_status_t uct_rc_gdr_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
                                        unsigned flags);
-void uct_rc_gdr_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
-                                 void *arg);
+void uct_rc_gdr_ep_pending_purge(uct_ep_h tl_ep,
+                                 uct_pending_purge_callback_t cb, void *arg);
 ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                  uct_completion_t *comp);
 ucs_status_t uct_rc_gdr_ep_fence(uct_ep_h tl_ep, unsigned flags);

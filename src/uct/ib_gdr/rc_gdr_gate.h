@@ -71,6 +71,9 @@ typedef enum {
     UCT_RC_GDR_LANE_LAST
 } uct_rc_gdr_lane_t;
 
+/* The lanes on which the NIC reaches the GPU memory itself */
+#define UCT_RC_GDR_LANE_IS_GDR(_lane) ((_lane) <= UCT_RC_GDR_LANE_GDR_PEERMEM)
+
 
 typedef enum {
     UCT_RC_GDR_POLICY_AUTO,         /* GDR when the chain holds, else bounce */

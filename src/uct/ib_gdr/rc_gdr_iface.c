@@ -655,7 +655,8 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
 
     status = uct_iface_mpool_init(&self->super, &self->tx_mp,
                                   sizeof(uct_rc_gdr_buf_t) + config->seg_size,
-                                  sizeof(uct_rc_gdr_buf_t), UCS_SYS_CACHE_LINE_SIZE,
+                                  sizeof(uct_rc_gdr_buf_t),
+                                  UCS_SYS_CACHE_LINE_SIZE,
                                   &config->tx_mp, config->tx_queue_len,
                                   uct_rc_gdr_iface_buf_init, "rc_gdr_tx");
     if (status != UCS_OK) {
@@ -664,7 +665,8 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
 
     status = uct_iface_mpool_init(&self->super, &self->rx_mp,
                                   sizeof(uct_rc_gdr_buf_t) + config->seg_size,
-                                  sizeof(uct_rc_gdr_buf_t), UCS_SYS_CACHE_LINE_SIZE,
+                                  sizeof(uct_rc_gdr_buf_t),
+                                  UCS_SYS_CACHE_LINE_SIZE,
                                   &config->tx_mp, config->rx_queue_len,
                                   uct_rc_gdr_iface_buf_init, "rc_gdr_rx");
     if (status != UCS_OK) {
@@ -825,7 +827,7 @@ static int uct_rc_gdr_iface_is_bounced(uct_rc_gdr_iface_t *iface,
      * the estimate pessimistic, since the type does not name the GPU. */
     for (gpu = 0; gpu < md->num_gpus; ++gpu) {
         if ((mem_type == UCS_MEMORY_TYPE_CUDA_MANAGED) ||
-            (md->gpus[gpu].lane[dir] > UCT_RC_GDR_LANE_GDR_PEERMEM)) {
+            !UCT_RC_GDR_LANE_IS_GDR(md->gpus[gpu].lane[dir])) {
             return 1;
         }
     }
@@ -860,11 +862,13 @@ static ucs_status_t uct_rc_gdr_iface_estimate_perf(uct_iface_h tl_iface,
               ((perf_attr->operation == UCT_EP_OP_GET_BCOPY) ||
                (perf_attr->operation == UCT_EP_OP_GET_ZCOPY));
     bounced = uct_rc_gdr_iface_is_bounced(iface, local,
-                                          is_get ? UCT_RC_GDR_DIR_NIC_WRITES_GPU :
-                                                   UCT_RC_GDR_DIR_NIC_READS_GPU) +
+                                          is_get ?
+                                          UCT_RC_GDR_DIR_NIC_WRITES_GPU :
+                                          UCT_RC_GDR_DIR_NIC_READS_GPU) +
               uct_rc_gdr_iface_is_bounced(iface, remote,
-                                          is_get ? UCT_RC_GDR_DIR_NIC_READS_GPU :
-                                                   UCT_RC_GDR_DIR_NIC_WRITES_GPU);
+                                          is_get ?
+                                          UCT_RC_GDR_DIR_NIC_READS_GPU :
+                                          UCT_RC_GDR_DIR_NIC_WRITES_GPU);
     if (bounced == 0) {
         return UCS_OK;
     }
@@ -887,9 +891,10 @@ static uct_iface_internal_ops_t uct_rc_gdr_iface_internal_ops =
     UCT_RC_GDR_IFACE_INTERNAL_OPS_INITIALIZER(uct_rc_gdr);
 
 
-ucs_status_t uct_rc_gdr_iface_query_devices(uct_md_h tl_md,
-                                            uct_tl_device_resource_t **devices_p,
-                                            unsigned *num_devices_p)
+ucs_status_t
+uct_rc_gdr_iface_query_devices(uct_md_h tl_md,
+                               uct_tl_device_resource_t **devices_p,
+                               unsigned *num_devices_p)
 {
     uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
     uct_tl_device_resource_t *devices;

@@ -156,9 +156,10 @@ UCS_CLASS_DECLARE_NEW_FUNC(uct_rc_gdr_iface_t, uct_iface_t, uct_md_h,
                            uct_worker_h, const uct_iface_params_t*,
                            const uct_iface_config_t*);
 
-ucs_status_t uct_rc_gdr_iface_query_devices(uct_md_h md,
-                                            uct_tl_device_resource_t **devices_p,
-                                            unsigned *num_devices_p);
+ucs_status_t
+uct_rc_gdr_iface_query_devices(uct_md_h md,
+                               uct_tl_device_resource_t **devices_p,
+                               unsigned *num_devices_p);
 
 /* Defined in rc_gdr_ep.c, called from the iface progress. */
 void uct_rc_gdr_ep_send_completion(uct_rc_gdr_ep_t *ep, struct ibv_wc *wc);

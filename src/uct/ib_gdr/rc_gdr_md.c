@@ -222,11 +222,11 @@ static int uct_rc_gdr_md_gpu_access(const uct_rc_gdr_md_gpu_t *gpu)
 {
     int access = 0;
 
-    if (gpu->lane[UCT_RC_GDR_DIR_NIC_WRITES_GPU] <= UCT_RC_GDR_LANE_GDR_PEERMEM) {
+    if (UCT_RC_GDR_LANE_IS_GDR(gpu->lane[UCT_RC_GDR_DIR_NIC_WRITES_GPU])) {
         access |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                   IBV_ACCESS_REMOTE_ATOMIC;
     }
-    if (gpu->lane[UCT_RC_GDR_DIR_NIC_READS_GPU] <= UCT_RC_GDR_LANE_GDR_PEERMEM) {
+    if (UCT_RC_GDR_LANE_IS_GDR(gpu->lane[UCT_RC_GDR_DIR_NIC_READS_GPU])) {
         access |= IBV_ACCESS_REMOTE_READ;
     }
     return access;
@@ -235,13 +235,14 @@ static int uct_rc_gdr_md_gpu_access(const uct_rc_gdr_md_gpu_t *gpu)
 
 /* The mechanism both directions share: the gate picks it before it looks
  * at the direction policy. */
-static uct_rc_gdr_lane_t uct_rc_gdr_md_gpu_mechanism(const uct_rc_gdr_md_gpu_t *gpu,
-                                                    uct_rc_gdr_cuda_mem_kind_t kind)
+static uct_rc_gdr_lane_t
+uct_rc_gdr_md_gpu_mechanism(const uct_rc_gdr_md_gpu_t *gpu,
+                            uct_rc_gdr_cuda_mem_kind_t kind)
 {
     uct_rc_gdr_lane_t lane = ucs_min(gpu->lane[UCT_RC_GDR_DIR_NIC_READS_GPU],
                                      gpu->lane[UCT_RC_GDR_DIR_NIC_WRITES_GPU]);
 
-    if (lane > UCT_RC_GDR_LANE_GDR_PEERMEM) {
+    if (!UCT_RC_GDR_LANE_IS_GDR(lane)) {
         return UCT_RC_GDR_LANE_BOUNCE;
     }
 
@@ -352,9 +353,10 @@ ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint32_t token,
 }
 
 
-static ucs_status_t uct_rc_gdr_md_region_reg_gpu(uct_rc_gdr_md_t *md,
-                                                 uct_rc_gdr_rcache_region_t *region,
-                                                 uct_rc_gdr_mr_t *gdr_mr)
+static ucs_status_t
+uct_rc_gdr_md_region_reg_gpu(uct_rc_gdr_md_t *md,
+                             uct_rc_gdr_rcache_region_t *region,
+                             uct_rc_gdr_mr_t *gdr_mr)
 {
     uct_rc_gdr_cuda_mem_info_t info;
     const uct_rc_gdr_md_gpu_t *gpu;
@@ -677,8 +679,9 @@ uct_rc_gdr_md_gate_config(const uct_rc_gdr_md_config_t *config,
  * Runs the capability chain for every GPU against this NIC: the lanes are
  * decided once, with evidence, and one line per GPU says which and why.
  */
-static ucs_status_t uct_rc_gdr_md_open_gpus(uct_rc_gdr_md_t *md,
-                                            const uct_rc_gdr_md_config_t *config)
+static ucs_status_t
+uct_rc_gdr_md_open_gpus(uct_rc_gdr_md_t *md,
+                        const uct_rc_gdr_md_config_t *config)
 {
     uct_rc_gdr_gate_config_t gate_config;
     uct_rc_gdr_flush_target_t flush_target;
@@ -830,8 +833,9 @@ ucs_status_t uct_rc_gdr_md_open(uct_component_t *component,
         goto err_close_device;
     }
 
-    status = uct_rc_gdr_md_open_gpus(md, ucs_derived_of(config,
-                                                        uct_rc_gdr_md_config_t));
+    status = uct_rc_gdr_md_open_gpus(md,
+                                     ucs_derived_of(config,
+                                                    uct_rc_gdr_md_config_t));
     if (status != UCS_OK) {
         goto err_dealloc_pd;
     }
