@@ -62,11 +62,24 @@ build/test/gtest/gtest_rc_gdr 2>&1 | tee "$OUT/unit" |
     grep -E '^\[  (FAILED|SKIPPED|PASSED) |^\[ +(FAILED|SKIPPED) +\]' || true
 tally_gtest "$OUT/unit"
 
+echo "== tier 1: the unpackers of peer input, fuzzed under AddressSanitizer"
+build/test/gtest/fuzz_addr 2>&1 | tee "$OUT/fuzz"
+tally_plain "$OUT/fuzz"
+
 echo "== tier 1b: loading checks on the host"
 test/host/run.sh 2>&1 | tee "$OUT/host"
 tally_plain "$OUT/host"
 
 if [ "$RUN_VM" = 1 ]; then
+    echo "== tier 2: the soft-RoCE harness itself (exit status, timeout)"
+    test/rxe/test_harness.sh 2>&1 | tee "$OUT/harness"
+    harness_rc=${PIPESTATUS[0]}
+    harness_failed=$(grep -c '^FAIL' "$OUT/harness")
+    if [ "$harness_rc" != 0 ] && [ "$harness_failed" = 0 ]; then
+        harness_failed=1 # it failed without saying which check
+    fi
+    tally "$(grep -c '^PASS' "$OUT/harness")" "$harness_failed" 0
+
     echo "== tier 2: real verbs in the soft-RoCE guest"
     contrib/rxe-vm.sh --timeout 2400 -- test/rxe/run.sh 2>&1 | tee "$OUT/rxe"
     tally_plain "$OUT/rxe"

@@ -1,1 +1,59 @@
+/*
+ * The load-time version check: only the exact UCX release the module was
+ * built against is accepted, and a refusal says which releases differ.
+ */
+
 #include <gtest/gtest.h>
+
+extern "C" {
+#include <uct/ib_gdr/rc_gdr_glue.h>
+}
+
+#include <string>
+
+
+TEST(test_rc_gdr_version, exact_release_accepted)
+{
+    uct_rc_gdr_ucx_version_t v = {RC_GDR_UCX_MAJOR, RC_GDR_UCX_MINOR,
+                                  RC_GDR_UCX_PATCH};
+    char reason[256] = "";
+
+    EXPECT_EQ(UCS_OK, uct_rc_gdr_glue_version_check(&v, reason,
+                                                    sizeof(reason)));
+}
+
+TEST(test_rc_gdr_version, other_releases_refused_with_reason)
+{
+    const uct_rc_gdr_ucx_version_t others[] = {
+        {RC_GDR_UCX_MAJOR, RC_GDR_UCX_MINOR + 5, 1},
+        {RC_GDR_UCX_MAJOR, RC_GDR_UCX_MINOR, RC_GDR_UCX_PATCH + 1},
+        {RC_GDR_UCX_MAJOR + 1, RC_GDR_UCX_MINOR, RC_GDR_UCX_PATCH},
+        {0, 0, 0}
+    };
+    char reason[256];
+
+    for (const auto &v : others) {
+        reason[0] = '\0';
+        EXPECT_EQ(UCS_ERR_UNSUPPORTED,
+                  uct_rc_gdr_glue_version_check(&v, reason, sizeof(reason)));
+        std::string expected = std::to_string(v.major) + "." +
+                               std::to_string(v.minor) + "." +
+                               std::to_string(v.patch);
+        EXPECT_NE(std::string::npos, std::string(reason).find(expected))
+                << reason;
+        EXPECT_NE(std::string::npos,
+                  std::string(reason).find("not registered")) << reason;
+    }
+}
+
+/* The process running these tests links Debian's UCX: the running release
+ * is found (through libucp) and is the one the build was made for. */
+TEST(test_rc_gdr_version, running_release_found)
+{
+    uct_rc_gdr_ucx_version_t v;
+
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_glue_running_version(&v));
+    EXPECT_EQ((unsigned)RC_GDR_UCX_MAJOR, v.major);
+    EXPECT_EQ((unsigned)RC_GDR_UCX_MINOR, v.minor);
+    EXPECT_EQ((unsigned)RC_GDR_UCX_PATCH, v.patch);
+}
