@@ -1,0 +1,24 @@
+#!/bin/bash
+#
+# bench-flush.sh: what the flush-by-RDMA-READ costs. In one soft-RoCE guest
+# run, put + flush with the read (UCX_RC_GDR_FLUSH=always) against put +
+# plain flush (never), at 8 B and 64 KiB, medians of interleaved
+# iterations, printed as a table by build/test/apps/uct_flush.
+#
+# Usage: contrib/bench-flush.sh [ITERATIONS (51)]
+# Under qemu TCG the absolute times are an emulator's: read the difference.
+#
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ITERS=${1:-51}
+
+if [ "${RC_GDR_BENCH_INSIDE:-}" != 1 ]; then
+    contrib/build.sh > /dev/null
+    exec env RC_GDR_BENCH_INSIDE=1 contrib/rxe-vm.sh --timeout 900 -- \
+        contrib/bench-flush.sh "$ITERS"
+fi
+
+. contrib/env.sh build
+echo "== flush read cost, soft-RoCE (rxe0 -> rxe1), $ITERS iterations"
+build/test/apps/uct_flush bench rxe0:1 rxe1:1 "$ITERS"
