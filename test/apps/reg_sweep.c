@@ -30,12 +30,11 @@
 #define _GNU_SOURCE
 
 #include <uct/ib_gdr/rc_gdr_cuda.h>
+#include "uct_test_util.h"
 
-#include <uct/api/uct.h>
 #include <ucs/config/global_opts.h>
 #include <ucs/debug/log_def.h>
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -43,10 +42,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 
-#define REG_SWEEP_COMPONENT     "rc_gdr"
 #define REG_SWEEP_DEFAULT_SIZE  (4ul << 20)
 #define REG_SWEEP_DEFAULT_ITERS 50
 #define REG_SWEEP_MAX_GATE      8
@@ -55,16 +52,6 @@
 #define REG_SWEEP_EXIT_FAILED   1
 #define REG_SWEEP_EXIT_USAGE    2
 #define REG_SWEEP_EXIT_MD_OPEN  3
-
-
-/* Mirrors uct_rc_gdr_md_stats_t (src/uct/ib_gdr/rc_gdr_md.h); its size field
- * makes a layout mismatch an error instead of garbage. */
-typedef struct {
-    uint64_t size, host_regs, dmabuf_regs, peermem_regs, bounce_regs,
-             cache_hits, cache_entries, invalidations, num_gpus, emulated_gpu;
-} reg_sweep_stats_t;
-
-typedef ucs_status_t (*reg_sweep_stats_query_t)(uct_md_h, reg_sweep_stats_t*);
 
 
 typedef enum {
@@ -105,11 +92,10 @@ typedef struct {
     int                    json;
     uct_component_h        component;
     uct_md_h               md;
-    reg_sweep_stats_query_t stats_query;
     uct_rc_gdr_cuda_dev_attr_t gpu_attr;
     uct_rc_gdr_cuda_driver_info_t driver;
     int                    emulated;
-    reg_sweep_stats_t      md_stats;   /* after md open */
+    uct_test_md_stats_t    md_stats;   /* after md open */
     const char             *holder_lane;
 } reg_sweep_t;
 
@@ -122,14 +108,6 @@ static struct {
     char            lines[REG_SWEEP_MAX_GATE][REG_SWEEP_LINE_MAX];
 } reg_sweep_log;
 
-
-static double reg_sweep_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void reg_sweep_json_string(const char *str)
 {
@@ -304,28 +282,6 @@ static void reg_sweep_skip(const reg_sweep_t *sweep, const char *why)
     fprintf(sweep->json ? stderr : stdout, "SKIP reg_sweep: %s\n", why);
 }
 
-static uct_component_h reg_sweep_find_component(void)
-{
-    uct_component_h *components, found = NULL;
-    uct_component_attr_t attr;
-    unsigned i, count;
-
-    if (uct_query_components(&components, &count) != UCS_OK) {
-        return NULL;
-    }
-
-    for (i = 0; i < count; ++i) {
-        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
-        if ((uct_component_query(components[i], &attr) == UCS_OK) &&
-            !strcmp(attr.name, REG_SWEEP_COMPONENT)) {
-            found = components[i];
-        }
-    }
-
-    uct_release_component_list(components);
-    return found;
-}
-
 static ucs_status_t reg_sweep_md_open(reg_sweep_t *sweep)
 {
     ucs_log_component_config_t *log = &ucs_global_opts.log_component;
@@ -346,15 +302,7 @@ static ucs_status_t reg_sweep_md_open(reg_sweep_t *sweep)
     return status;
 }
 
-static ucs_status_t reg_sweep_stats(const reg_sweep_t *sweep,
-                                    reg_sweep_stats_t *stats)
-{
-    memset(stats, 0, sizeof(*stats));
-    stats->size = sizeof(*stats);
-    return sweep->stats_query(sweep->md, stats);
-}
-
-static uint64_t reg_sweep_new_regs(const reg_sweep_stats_t *stats)
+static uint64_t reg_sweep_new_regs(const uct_test_md_stats_t *stats)
 {
     return stats->dmabuf_regs + stats->peermem_regs + stats->bounce_regs;
 }
@@ -436,19 +384,19 @@ static void reg_sweep_case_stats(reg_sweep_case_t *c)
 static void reg_sweep_one(reg_sweep_t *sweep, reg_sweep_case_t *c,
                           void *address, size_t length, uct_mem_h *memh_p)
 {
-    reg_sweep_stats_t before, after;
+    uct_test_md_stats_t before, after;
     uint64_t new_regs, hits, host;
     ucs_status_t status;
     double t0, t1;
     int ok;
 
     *memh_p = NULL;
-    reg_sweep_stats(sweep, &before);
-    t0     = reg_sweep_now();
+    uct_test_md_stats_query(sweep->md, &before);
+    t0     = uct_test_now();
     status = uct_md_mem_reg(sweep->md, address, length, UCT_MD_MEM_ACCESS_ALL,
                             memh_p);
-    t1     = reg_sweep_now();
-    reg_sweep_stats(sweep, &after);
+    t1     = uct_test_now();
+    uct_test_md_stats_query(sweep->md, &after);
 
     if (status != UCS_OK) {
         *memh_p = NULL;
@@ -509,17 +457,17 @@ static void *reg_sweep_alloc(size_t size)
 static uct_mem_h reg_sweep_hold(reg_sweep_t *sweep, void *address,
                                 size_t length)
 {
-    reg_sweep_stats_t before, after;
+    uct_test_md_stats_t before, after;
     uct_mem_h memh;
 
-    reg_sweep_stats(sweep, &before);
+    uct_test_md_stats_query(sweep->md, &before);
     if (uct_md_mem_reg(sweep->md, address, length, UCT_MD_MEM_ACCESS_ALL,
                        &memh) != UCS_OK) {
         fprintf(stderr, "reg_sweep: registration of the held range %p+%zu "
                 "failed\n", address, length);
         exit(REG_SWEEP_EXIT_FAILED);
     }
-    reg_sweep_stats(sweep, &after);
+    uct_test_md_stats_query(sweep->md, &after);
     sweep->holder_lane = reg_sweep_lane(after.dmabuf_regs - before.dmabuf_regs,
                                         after.peermem_regs - before.peermem_regs,
                                         after.bounce_regs - before.bounce_regs,
@@ -574,7 +522,7 @@ static void reg_sweep_run(reg_sweep_t *sweep, reg_sweep_case_t *cases,
                           unsigned num_cases)
 {
     size_t size = sweep->size;
-    reg_sweep_stats_t before, after;
+    uct_test_md_stats_t before, after;
     reg_sweep_case_t *c;
     uct_mem_h held, memh, stale;
     char *a, *b, *r, *again;
@@ -632,9 +580,9 @@ static void reg_sweep_run(reg_sweep_t *sweep, reg_sweep_case_t *cases,
     for (i = 0; i < sweep->iters; ++i) {
         r     = reg_sweep_alloc(size);
         stale = reg_sweep_hold(sweep, r, size);
-        reg_sweep_stats(sweep, &before);
+        uct_test_md_stats_query(sweep->md, &before);
         uct_rc_gdr_cuda_mem_free(r);
-        reg_sweep_stats(sweep, &after);
+        uct_test_md_stats_query(sweep->md, &after);
         c->free_invalidations += after.invalidations - before.invalidations;
         again = reg_sweep_alloc(size);
         c->same_address += (again == r);
@@ -810,10 +758,8 @@ int main(int argc, char **argv)
         return REG_SWEEP_EXIT_USAGE;
     }
 
-    sweep.stats_query = (reg_sweep_stats_query_t)dlsym(RTLD_DEFAULT,
-                                                  "uct_rc_gdr_md_stats_query");
-    sweep.component   = reg_sweep_find_component();
-    if ((sweep.component == NULL) || (sweep.stats_query == NULL)) {
+    sweep.component = uct_test_component_find();
+    if (sweep.component == NULL) {
         fprintf(stderr, "reg_sweep: the rc_gdr module is not in this process "
                 "(. contrib/env.sh after a build)\n");
         return REG_SWEEP_EXIT_USAGE;
@@ -843,7 +789,7 @@ int main(int argc, char **argv)
         return REG_SWEEP_EXIT_MD_OPEN;
     }
 
-    status = reg_sweep_stats(&sweep, &sweep.md_stats);
+    status = uct_test_md_stats_query(sweep.md, &sweep.md_stats);
     if (status != UCS_OK) {
         fprintf(stderr, "reg_sweep: uct_rc_gdr_md_stats_query: %s (a module "
                 "built from another tree?)\n", ucs_status_string(status));

@@ -29,6 +29,7 @@
 #define _GNU_SOURCE
 #include <ucm/rc_gdr_ucm.h>
 #include <uct/ib_gdr/rc_gdr_cuda.h>
+#include "uct_test_util.h"
 
 #include <ucm/api/ucm.h>
 #include <ucs/sys/compiler_def.h>
@@ -129,29 +130,14 @@ static test_cudart_t test_rt;
 static int           test_rt_ok;
 static const char    *test_rt_why = "not opened";
 
-static unsigned test_passed;
-static unsigned test_failed;
-
 
 static void test_result(int ok, const char *name, const char *fmt, ...)
 {
     va_list ap;
 
-    printf("%s %s", ok ? "PASS" : "FAIL", name);
-    if (fmt != NULL) {
-        printf(": ");
-        va_start(ap, fmt);
-        vprintf(fmt, ap);
-        va_end(ap);
-    }
-    printf("\n");
-    fflush(stdout);
-
-    if (ok) {
-        ++test_passed;
-    } else {
-        ++test_failed;
-    }
+    va_start(ap, fmt);
+    uct_test_vresult(ok, name, fmt, ap);
+    va_end(ap);
 }
 
 static void test_skip(const char *name, const char *why)
@@ -1036,6 +1022,5 @@ out:
     if (test_num_lost > 0) {
         printf("INFO %u events were not recorded\n", test_num_lost);
     }
-    printf("%u passed, %u failed\n", test_passed, test_failed);
-    return (test_failed == 0) ? 0 : 1;
+    return uct_test_summary();
 }

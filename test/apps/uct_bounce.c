@@ -34,77 +34,22 @@
 #define _GNU_SOURCE
 
 #include <uct/ib_gdr/rc_gdr_cuda.h>
+#include "uct_test_util.h"
 
-#include <uct/api/uct.h>
 #include <ucp/api/ucp.h>
-#include <ucs/async/async_fwd.h>
 
-#include <dlfcn.h>
 #include <inttypes.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 
-#define TL_NAME    "rc_gdr"
 #define ARRAY_SIZE(_a) (sizeof(_a) / sizeof((_a)[0]))
 #define REGION     (4u * 1024 * 1024)
 #define TIMEOUT_S  120.0
-
-/* Mirrors uct_rc_gdr_md_stats_t (src/uct/ib_gdr/rc_gdr_md.h) */
-typedef struct {
-    uint64_t size, host_regs, dmabuf_regs, peermem_regs, bounce_regs,
-             cache_hits, cache_entries, invalidations, num_gpus, emulated_gpu;
-} md_stats_t;
-
-/* Mirrors uct_rc_gdr_iface_stats_t (src/uct/ib_gdr/rc_gdr_iface.h); the
- * size the query returns must be all of it */
-typedef struct {
-    uint64_t size, tx_wrs, rx_msgs, credit_grants, flush_reads,
-             bounce_xfers, bounce_failed, bounce_staged_bytes, bounce_msgs,
-             bounce_refused, bounce_bufs_in_use, bounce_bufs_max;
-} iface_stats_t;
-
-typedef ucs_status_t (*md_stats_query_t)(uct_md_h, md_stats_t*);
-typedef ucs_status_t (*iface_stats_query_t)(uct_iface_h, iface_stats_t*);
-
-static int g_passed, g_failed;
-
-
-static void check(int ok, const char *fmt, ...)
-{
-    va_list ap;
-
-    printf(ok ? "PASS " : "FAIL ");
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    fflush(stdout);
-    ok ? ++g_passed : ++g_failed;
-}
-
-
-static double now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-
-static void die(const char *what, ucs_status_t status)
-{
-    fprintf(stderr, "uct_bounce: %s: %s\n", what, ucs_status_string(status));
-    exit(2);
-}
-
 
 /* The bounce knobs in effect (this program's defaults, or the caller's) */
 static size_t knob(const char *name)
@@ -151,7 +96,7 @@ static void cuda_start(void)
                "stand-in (%s); \"GPU\" memory is host memory\n", info.library);
     }
     if (uct_rc_gdr_cuda_ctx_activate(0, &ctx) != UCS_OK) {
-        die("primary context of GPU 0", UCS_ERR_NO_DEVICE);
+        uct_test_die("primary context of GPU 0", UCS_ERR_NO_DEVICE);
     }
 }
 
@@ -178,7 +123,7 @@ static void *mem_alloc(int gpu, size_t size)
         return calloc(1, size);
     }
     if (uct_rc_gdr_cuda_mem_alloc(size, &ptr) != UCS_OK) {
-        die("cuMemAlloc", UCS_ERR_NO_MEMORY);
+        uct_test_die("cuMemAlloc", UCS_ERR_NO_MEMORY);
     }
     return ptr;
 }
@@ -220,174 +165,33 @@ static unsigned char bg_byte(size_t i)
 
 /* ------------------------------------------------------------- nodes -- */
 
-typedef struct {
-    ucs_async_context_t *async;
-    uct_worker_h        worker;
-    uct_component_h     component;
-    uct_md_h            md;
-    uct_md_attr_t       md_attr;
-    uct_iface_h         iface;
-    uct_ep_h            ep;
-    unsigned char       dev_addr[64];
-    unsigned char       ep_addr[64];
-    volatile int        ep_error;
-    ucs_status_t        ep_error_status;
-} node_t;
-
-
-static ucs_status_t err_handler(void *arg, uct_ep_h ep, ucs_status_t status)
-{
-    node_t *node = arg;
-
-    node->ep_error        = 1;
-    node->ep_error_status = status;
-    return UCS_OK;
-}
-
-
-static uct_component_h find_component(void)
-{
-    uct_component_h *components, found = NULL;
-    uct_component_attr_t attr;
-    unsigned i, count;
-
-    if (uct_query_components(&components, &count) != UCS_OK) {
-        die("uct_query_components", UCS_ERR_NO_ELEM);
-    }
-    for (i = 0; i < count; ++i) {
-        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
-        uct_component_query(components[i], &attr);
-        if (!strcmp(attr.name, TL_NAME)) {
-            found = components[i];
-        }
-    }
-    uct_release_component_list(components);
-    if (found == NULL) {
-        die("rc_gdr component not registered (. contrib/env.sh)",
-            UCS_ERR_NO_ELEM);
-    }
-    return found;
-}
-
-
-static void node_open(node_t *node, const char *dev)
-{
-    uct_iface_config_t *iface_config;
-    uct_md_config_t *md_config;
-    uct_iface_params_t params;
-    uct_ep_params_t ep_params;
-    char md_name[64];
-
-    memset(node, 0, sizeof(*node));
-    ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &node->async);
-    uct_worker_create(node->async, UCS_THREAD_MODE_SINGLE, &node->worker);
-
-    snprintf(md_name, sizeof(md_name), "%s", dev);
-    *strchrnul(md_name, ':') = '\0';
-    node->component = find_component();
-    uct_md_config_read(node->component, NULL, NULL, &md_config);
-    if (uct_md_open(node->component, md_name, md_config, &node->md) !=
-        UCS_OK) {
-        die("uct_md_open", UCS_ERR_NO_DEVICE);
-    }
-    uct_config_release(md_config);
-    uct_md_query(node->md, &node->md_attr);
-
-    uct_md_iface_config_read(node->md, TL_NAME, NULL, NULL, &iface_config);
-    memset(&params, 0, sizeof(params));
-    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                                  UCT_IFACE_PARAM_FIELD_DEVICE |
-                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
-                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
-                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
-    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name  = TL_NAME;
-    params.mode.device.dev_name = dev;
-    params.err_handler          = err_handler;
-    params.err_handler_arg      = node;
-    params.err_handler_flags    = UCT_CB_FLAG_ASYNC;
-    if (uct_iface_open(node->md, node->worker, &params, iface_config,
-                       &node->iface) != UCS_OK) {
-        die("uct_iface_open", UCS_ERR_NO_DEVICE);
-    }
-    uct_config_release(iface_config);
-    uct_iface_progress_enable(node->iface,
-                              UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-
-    ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
-    ep_params.iface      = node->iface;
-    if (uct_ep_create(&ep_params, &node->ep) != UCS_OK) {
-        die("uct_ep_create", UCS_ERR_NO_RESOURCE);
-    }
-    uct_iface_get_device_address(node->iface,
-                                 (uct_device_addr_t*)node->dev_addr);
-    uct_ep_get_address(node->ep, (uct_ep_addr_t*)node->ep_addr);
-}
-
-
-static void node_connect(node_t *node, const unsigned char *dev_addr,
-                         const unsigned char *ep_addr)
-{
-    ucs_status_t status;
-
-    status = uct_ep_connect_to_ep(node->ep, (const uct_device_addr_t*)dev_addr,
-                                  (const uct_ep_addr_t*)ep_addr);
-    if (status != UCS_OK) {
-        die("uct_ep_connect_to_ep", status);
-    }
-}
-
-
-static void node_close(node_t *node)
-{
-    if (node->ep != NULL) {
-        uct_ep_destroy(node->ep);
-    }
-    uct_iface_close(node->iface);
-    uct_md_close(node->md);
-    uct_worker_destroy(node->worker);
-    ucs_async_context_destroy(node->async);
-}
-
-
 /* Registers on `owner`; the packed rkey is kept for a peer */
-static void region_init(node_t *owner, region_t *r, int gpu, size_t size,
-                        const char *name)
+static void region_init(uct_test_node_t *owner, region_t *r, int gpu,
+                        size_t size, const char *name)
 {
-    ucs_status_t status;
-
     memset(r, 0, sizeof(*r));
-    r->buf  = mem_alloc(gpu, size);
-    r->size = size;
-    r->gpu  = gpu;
-    r->name = name;
-    status  = uct_md_mem_reg(owner->md, r->buf, size, UCT_MD_MEM_ACCESS_ALL,
-                             &r->memh);
-    if (status != UCS_OK) {
-        die("uct_md_mem_reg", status);
-    }
-
+    r->buf         = mem_alloc(gpu, size);
+    r->size        = size;
+    r->gpu         = gpu;
+    r->name        = name;
     r->packed_size = owner->md_attr.rkey_packed_size;
-    r->packed      = calloc(1, r->packed_size);
-    status = uct_md_mkey_pack(owner->md, r->memh, r->packed);
-    if (status != UCS_OK) {
-        die("uct_md_mkey_pack", status);
-    }
+    uct_test_mem_reg(owner, r->buf, size, &r->memh, &r->packed);
 }
 
 
-static void region_unpack(node_t *peer, region_t *r)
+static void region_unpack(uct_test_node_t *peer, region_t *r)
 {
     ucs_status_t status = uct_rkey_unpack(peer->component, r->packed,
                                           &r->rkey);
 
     if (status != UCS_OK) {
-        die("uct_rkey_unpack", status);
+        uct_test_die("uct_rkey_unpack", status);
     }
 }
 
 
-static void region_fini(node_t *owner, node_t *peer, region_t *r)
+static void region_fini(uct_test_node_t *owner, uct_test_node_t *peer,
+                        region_t *r)
 {
     if (peer != NULL) {
         uct_rkey_release(peer->component, &r->rkey);
@@ -402,35 +206,7 @@ static void region_fini(node_t *owner, node_t *peer, region_t *r)
 }
 
 
-static md_stats_t md_stats(uct_md_h md)
-{
-    md_stats_query_t query = (md_stats_query_t)
-            dlsym(RTLD_DEFAULT, "uct_rc_gdr_md_stats_query");
-    md_stats_t stats = {.size = sizeof(stats)};
-
-    if ((query == NULL) || (query(md, &stats) != UCS_OK)) {
-        die("uct_rc_gdr_md_stats_query", UCS_ERR_UNSUPPORTED);
-    }
-    return stats;
-}
-
-
-static iface_stats_t iface_stats(uct_iface_h iface)
-{
-    iface_stats_query_t query = (iface_stats_query_t)
-            dlsym(RTLD_DEFAULT, "uct_rc_gdr_iface_stats_query");
-    iface_stats_t stats = {.size = sizeof(stats)};
-
-    if ((query == NULL) || (query(iface, &stats) != UCS_OK) ||
-        (stats.size != sizeof(stats))) {
-        die("uct_rc_gdr_iface_stats_query (no bounce counters?)",
-            UCS_ERR_UNSUPPORTED);
-    }
-    return stats;
-}
-
-
-static void progress2(node_t *a, node_t *b)
+static void progress2(uct_test_node_t *a, uct_test_node_t *b)
 {
     uct_worker_progress(a->worker);
     if (b != NULL) {
@@ -484,18 +260,16 @@ typedef struct {
 } xfer_t;
 
 
-static ucs_status_t xfer_post_once(node_t *a, const xfer_t *x, op_comp_t *c)
+static ucs_status_t xfer_post_once(uct_test_node_t *a, const xfer_t *x,
+                                   op_comp_t *c)
 {
     uct_iov_t iov;
     uint64_t remote_addr = x->remote_addr ? x->remote_addr :
                            (uintptr_t)(x->remote->buf + x->roff);
     uct_rkey_t rkey      = x->rkey ? x->rkey : x->remote->rkey.rkey;
 
-    iov.buffer = x->local->buf + x->loff;
-    iov.length = x->length;
-    iov.memh   = x->local->memh;
-    iov.stride = 0;
-    iov.count  = 1;
+    uct_test_iov_init(&iov, x->local->buf + x->loff, x->length,
+                      x->local->memh);
     return x->put ? uct_ep_put_zcopy(a->ep, &iov, 1, remote_addr, rkey,
                                      &c->comp) :
                     uct_ep_get_zcopy(a->ep, &iov, 1, remote_addr, rkey,
@@ -504,15 +278,15 @@ static ucs_status_t xfer_post_once(node_t *a, const xfer_t *x, op_comp_t *c)
 
 
 /* Posts, progressing both sides while the answer is NO_RESOURCE */
-static ucs_status_t xfer_post(node_t *a, node_t *b, const xfer_t *x,
-                              op_comp_t *c, int *no_resource)
+static ucs_status_t xfer_post(uct_test_node_t *a, uct_test_node_t *b,
+                              const xfer_t *x, op_comp_t *c, int *no_resource)
 {
-    double deadline = now() + TIMEOUT_S;
+    double deadline = uct_test_now() + TIMEOUT_S;
     ucs_status_t status;
 
     for (;;) {
         status = xfer_post_once(a, x, c);
-        if ((status != UCS_ERR_NO_RESOURCE) || (now() > deadline)) {
+        if ((status != UCS_ERR_NO_RESOURCE) || (uct_test_now() > deadline)) {
             break;
         }
         if (no_resource != NULL) {
@@ -532,9 +306,10 @@ static ucs_status_t xfer_post(node_t *a, node_t *b, const xfer_t *x,
 }
 
 
-static int wait_all(node_t *a, node_t *b, op_comp_t *c, int count)
+static int wait_all(uct_test_node_t *a, uct_test_node_t *b, op_comp_t *c,
+                    int count)
 {
-    double deadline = now() + TIMEOUT_S;
+    double deadline = uct_test_now() + TIMEOUT_S;
     int i, pending;
 
     do {
@@ -546,7 +321,7 @@ static int wait_all(node_t *a, node_t *b, op_comp_t *c, int count)
             return 1;
         }
         progress2(a, b);
-    } while (now() < deadline);
+    } while (uct_test_now() < deadline);
     return 0;
 }
 
@@ -611,7 +386,8 @@ static const char *xfer_str(const xfer_t *x, char *buf, size_t max)
 
 
 /* One transfer, waited for and verified */
-static void xfer_run(node_t *a, node_t *b, const xfer_t *x, unsigned seed)
+static void xfer_run(uct_test_node_t *a, uct_test_node_t *b, const xfer_t *x,
+                     unsigned seed)
 {
     op_comp_t c;
     char str[128];
@@ -621,26 +397,25 @@ static void xfer_run(node_t *a, node_t *b, const xfer_t *x, unsigned seed)
     op_comp_init(&c, NULL);
     xfer_post(a, b, x, &c, NULL);
     ok = wait_all(a, b, &c, 1);
-    check(ok && (c.status == UCS_OK) && xfer_verify(x, seed, 1), "%s: %s",
-          xfer_str(x, str, sizeof(str)),
-          ok ? ucs_status_string(c.status) : "timed out");
+    uct_test_check(ok && (c.status == UCS_OK) && xfer_verify(x, seed, 1),
+                   "%s: %s", xfer_str(x, str, sizeof(str)),
+                   ok ? ucs_status_string(c.status) : "timed out");
 }
 
 
 /* -------------------------------------------------------------- uct -- */
 
 typedef struct {
-    node_t   a, b;
+    uct_test_node_t   a, b;
     region_t a_gpu, a_host, b_gpu, b_host;
 } pair_t;
 
 
 static void pair_open(pair_t *p, const char *dev_a, const char *dev_b)
 {
-    node_open(&p->a, dev_a);
-    node_open(&p->b, dev_b);
-    node_connect(&p->a, p->b.dev_addr, p->b.ep_addr);
-    node_connect(&p->b, p->a.dev_addr, p->a.ep_addr);
+    uct_test_node_open(&p->a, dev_a, 0);
+    uct_test_node_open(&p->b, dev_b, 0);
+    uct_test_node_connect_pair(&p->a, &p->b, NULL, NULL);
 
     region_init(&p->a, &p->a_gpu, 1, REGION, "GPU(A)");
     region_init(&p->a, &p->a_host, 0, REGION, "host(A)");
@@ -659,25 +434,27 @@ static void pair_close(pair_t *p)
     region_fini(&p->a, &p->b, &p->a_host);
     region_fini(&p->b, &p->a, &p->b_gpu);
     region_fini(&p->b, &p->a, &p->b_host);
-    node_close(&p->a);
-    node_close(&p->b);
+    uct_test_node_close(&p->a);
+    uct_test_node_close(&p->b);
 }
 
 
 /* The gate must have left GPU memory without a NIC key on both sides */
 static int check_lane(pair_t *p)
 {
-    md_stats_t sa = md_stats(p->a.md), sb = md_stats(p->b.md);
-    int ok        = (sa.peermem_regs == 0) && (sa.dmabuf_regs == 0) &&
-                    (sa.bounce_regs > 0) && (sb.peermem_regs == 0) &&
-                    (sb.dmabuf_regs == 0) && (sb.bounce_regs > 0);
+    uct_test_md_stats_t sa = uct_test_md_stats(p->a.md);
+    uct_test_md_stats_t sb = uct_test_md_stats(p->b.md);
+    int ok                 = (sa.peermem_regs == 0) && (sa.dmabuf_regs == 0) &&
+                             (sa.bounce_regs > 0) && (sb.peermem_regs == 0) &&
+                             (sb.dmabuf_regs == 0) && (sb.bounce_regs > 0);
 
-    check(ok, "GPU memory has no NIC key on either side (md counters A: "
-          "peermem %" PRIu64 " dmabuf %" PRIu64 " bounce %" PRIu64 ", B: "
-          "peermem %" PRIu64 " dmabuf %" PRIu64 " bounce %" PRIu64 ")%s",
-          sa.peermem_regs, sa.dmabuf_regs, sa.bounce_regs, sb.peermem_regs,
-          sb.dmabuf_regs, sb.bounce_regs,
-          ok ? "" : ": run with UCX_RC_GDR_REG_METHODS=dmabuf on rxe");
+    uct_test_check(ok, "GPU memory has no NIC key on either side (md counters "
+                   "A: peermem %" PRIu64 " dmabuf %" PRIu64 " bounce %" PRIu64
+                   ", B: peermem %" PRIu64 " dmabuf %" PRIu64 " bounce %"
+                   PRIu64 ")%s", sa.peermem_regs, sa.dmabuf_regs,
+                   sa.bounce_regs, sb.peermem_regs, sb.dmabuf_regs,
+                   sb.bounce_regs,
+                   ok ? "" : ": run with UCX_RC_GDR_REG_METHODS=dmabuf on rxe");
     return ok;
 }
 
@@ -741,23 +518,11 @@ static void unpack_cb(void *arg, const void *data, size_t length)
 }
 
 
-static ucs_status_t flush_wait(node_t *a, node_t *b)
+static ucs_status_t flush_wait(uct_test_node_t *a, uct_test_node_t *b)
 {
-    double deadline = now() + TIMEOUT_S;
-    op_comp_t c;
-    ucs_status_t status;
+    uct_test_node_t *nodes[2] = {a, b};
 
-    op_comp_init(&c, NULL);
-    do {
-        status = uct_ep_flush(a->ep, 0, &c.comp);
-        if (status == UCS_ERR_NO_RESOURCE) {
-            progress2(a, b);
-        }
-    } while ((status == UCS_ERR_NO_RESOURCE) && (now() < deadline));
-    if (status != UCS_INPROGRESS) {
-        return status;
-    }
-    return wait_all(a, b, &c, 1) ? c.status : UCS_ERR_TIMED_OUT;
+    return uct_test_ep_flush(nodes, 2, a->ep);
 }
 
 
@@ -787,17 +552,17 @@ static void run_copy_ops(pair_t *p)
     for (k = 0; k < x.length; ++k) {
         src[k] = data_byte(30, k);
     }
-    deadline = now() + TIMEOUT_S;
+    deadline = uct_test_now() + TIMEOUT_S;
     while (((status = uct_ep_put_short(p->a.ep, src, x.length, remote,
                                        rkey)) == UCS_ERR_NO_RESOURCE) &&
-           (now() < deadline)) {
+           (uct_test_now() < deadline)) {
         progress2(&p->a, &p->b);
     }
     memset(src, 0, x.length); /* the buffer is free at return */
     ok = (status == UCS_OK) && (flush_wait(&p->a, &p->b) == UCS_OK);
-    check(ok && xfer_verify(&x, 30, 1), "put_short %zu bytes host(A) -> "
-          "GPU(B): %s, byte-exact after flush", x.length,
-          ucs_status_string(status));
+    uct_test_check(ok && xfer_verify(&x, 30, 1), "put_short %zu bytes "
+                   "host(A) -> GPU(B): %s, byte-exact after flush", x.length,
+                   ucs_status_string(status));
 
     for (i = 0; i < ARRAY_SIZE(bcopy_sizes); ++i) {
         /* put_bcopy */
@@ -808,18 +573,18 @@ static void run_copy_ops(pair_t *p)
         }
         ca.src    = src;
         ca.length = x.length;
-        deadline  = now() + TIMEOUT_S;
+        deadline  = uct_test_now() + TIMEOUT_S;
         while (((packed = uct_ep_put_bcopy(p->a.ep, pack_cb, &ca, remote,
                                            rkey)) == UCS_ERR_NO_RESOURCE) &&
-               (now() < deadline)) {
+               (uct_test_now() < deadline)) {
             progress2(&p->a, &p->b);
         }
         memset(src, 0, x.length);
         ok = (packed == (ssize_t)x.length) &&
              (flush_wait(&p->a, &p->b) == UCS_OK);
-        check(ok && xfer_verify(&x, 31 + i, 1), "put_bcopy %zu bytes "
-              "host(A) -> GPU(B): %zd, byte-exact after flush", x.length,
-              packed);
+        uct_test_check(ok && xfer_verify(&x, 31 + i, 1), "put_bcopy %zu bytes "
+                       "host(A) -> GPU(B): %zd, byte-exact after flush",
+                       x.length, packed);
 
         /* get_bcopy: the unpack callback sees all the bytes at once */
         x.put = 0;
@@ -829,10 +594,10 @@ static void run_copy_ops(pair_t *p)
         ca.dst    = dst;
         ca.length = 0;
         op_comp_init(&c, NULL);
-        deadline  = now() + TIMEOUT_S;
+        deadline  = uct_test_now() + TIMEOUT_S;
         while (((status = uct_ep_get_bcopy(p->a.ep, unpack_cb, &ca, x.length,
                                            remote, rkey, &c.comp)) ==
-                UCS_ERR_NO_RESOURCE) && (now() < deadline)) {
+                UCS_ERR_NO_RESOURCE) && (uct_test_now() < deadline)) {
             progress2(&p->a, &p->b);
         }
         ok = (status == UCS_INPROGRESS) && wait_all(&p->a, &p->b, &c, 1) &&
@@ -840,8 +605,9 @@ static void run_copy_ops(pair_t *p)
         for (k = 0; ok && (k < x.length); ++k) {
             ok = (dst[k] == data_byte(41 + i, k));
         }
-        check(ok, "get_bcopy %zu bytes host(A) <- GPU(B): %s, unpacked once, "
-              "byte-exact", x.length, ucs_status_string(c.status));
+        uct_test_check(ok, "get_bcopy %zu bytes host(A) <- GPU(B): %s, "
+                       "unpacked once, byte-exact", x.length,
+                       ucs_status_string(c.status));
         x.put = 1;
     }
 
@@ -864,8 +630,9 @@ static void run_zero(pair_t *p)
     if (status == UCS_OK) {
         status = xfer_post_once(&p->a, &x, &c);
     }
-    check(status == UCS_OK, "zero-byte put/get through the bounce lane: %s",
-          ucs_status_string(status));
+    uct_test_check(status == UCS_OK,
+                   "zero-byte put/get through the bounce lane: %s",
+                   ucs_status_string(status));
 }
 
 
@@ -914,10 +681,11 @@ static void run_pressure(pair_t *p, const char *what, const region_t *local,
         }
     }
     free(tmp);
-    check(ok && good && (!expect_no_resource || (no_resource > 0)),
-          "back-pressure, %s: %d x %zu bytes posted at once, NO_RESOURCE %d "
-          "times, all complete byte-exact%s", what, count, length, no_resource,
-          expect_no_resource ? "" : " (no refusal expected)");
+    uct_test_check(ok && good && (!expect_no_resource || (no_resource > 0)),
+                   "back-pressure, %s: %d x %zu bytes posted at once, "
+                   "NO_RESOURCE %d times, all complete byte-exact%s", what,
+                   count, length, no_resource,
+                   expect_no_resource ? "" : " (no refusal expected)");
 }
 
 
@@ -925,7 +693,7 @@ static void run_pressure(pair_t *p, const char *what, const region_t *local,
  * when the lane is out of staging buffers (not answer BUSY forever) */
 typedef struct {
     uct_pending_req_t req;
-    node_t            *a;
+    uct_test_node_t            *a;
     xfer_t            x;
     op_comp_t         c;
     int               posted;
@@ -993,14 +761,14 @@ static void run_pending(pair_t *p)
         }
     }
 
-    deadline = now() + TIMEOUT_S;
+    deadline = uct_test_now() + TIMEOUT_S;
     do {
         posted = 0;
         for (i = 0; i < 6; ++i) {
             posted += ops[i].posted;
         }
         progress2(&p->a, &p->b);
-    } while ((posted < 6) && (now() < deadline));
+    } while ((posted < 6) && (uct_test_now() < deadline));
 
     for (i = 0; i < 6; ++i) {
         if (!ops[i].posted) {
@@ -1008,9 +776,9 @@ static void run_pending(pair_t *p)
         }
     }
     ok = 1;
-    deadline = now() + TIMEOUT_S;
+    deadline = uct_test_now() + TIMEOUT_S;
     for (i = 0; i < 6; ++i) {
-        while (!ops[i].c.done && (now() < deadline)) {
+        while (!ops[i].c.done && (uct_test_now() < deadline)) {
             progress2(&p->a, &p->b);
         }
         ok &= ops[i].c.done;
@@ -1024,11 +792,12 @@ static void run_pending(pair_t *p)
         }
     }
     free(tmp);
-    check(ok && good && ((queued > 0) || !pool_runs_out(length, 6)),
-          "pending queue: %d of 6 staged puts queued by uct_ep_pending_add "
-          "when the pool ran out, all dispatched and complete byte-exact%s",
-          queued, pool_runs_out(length, 6) ? "" :
-          " (these knobs: the pool does not run out)");
+    uct_test_check(ok && good && ((queued > 0) || !pool_runs_out(length, 6)),
+                   "pending queue: %d of 6 staged puts queued by "
+                   "uct_ep_pending_add when the pool ran out, all dispatched "
+                   "and complete byte-exact%s", queued,
+                   pool_runs_out(length, 6) ? "" :
+                   " (these knobs: the pool does not run out)");
 }
 
 
@@ -1090,18 +859,18 @@ static void run_flush(pair_t *p)
     f.c.comp.func  = flush_cb;
     f.c.comp.count = 1;
     f.done_count   = &done_count;
-    deadline       = now() + TIMEOUT_S;
+    deadline       = uct_test_now() + TIMEOUT_S;
     do {
         status = uct_ep_flush(p->a.ep, 0, &f.c.comp);
         if (status == UCS_ERR_NO_RESOURCE) {
             progress2(&p->a, &p->b);
         }
-    } while ((status == UCS_ERR_NO_RESOURCE) && (now() < deadline));
+    } while ((status == UCS_ERR_NO_RESOURCE) && (uct_test_now() < deadline));
     if (status == UCS_OK) {
         f.c.done = 1;
         f.seen   = done_count;
     }
-    while (!f.c.done && (now() < deadline)) {
+    while (!f.c.done && (uct_test_now() < deadline)) {
         progress2(&p->a, &p->b);
     }
     ok = wait_all(&p->a, &p->b, c, 4);
@@ -1114,9 +883,10 @@ static void run_flush(pair_t *p)
             good &= (tmp[k] == data_byte(60 + i, k));
         }
     }
-    check(f.c.done && (f.c.status == UCS_OK) && (f.seen == 4) && ok && good,
-          "ep flush (completion) after 4 bounce transfers: %s, completed "
-          "after %d of 4, data byte-exact", ucs_status_string(status), f.seen);
+    uct_test_check(f.c.done && (f.c.status == UCS_OK) && (f.seen == 4) && ok &&
+                   good, "ep flush (completion) after 4 bounce transfers: %s, "
+                   "completed after %d of 4, data byte-exact",
+                   ucs_status_string(status), f.seen);
 
     /* flush without a completion: INPROGRESS until the transfers are done */
     done_count = 0;
@@ -1124,15 +894,15 @@ static void run_flush(pair_t *p)
         op_comp_init(&c[i], &done_count);
         xfer_post(&p->a, &p->b, &x[i], &c[i], NULL);
     }
-    deadline = now() + TIMEOUT_S;
+    deadline = uct_test_now() + TIMEOUT_S;
     while (((status = uct_ep_flush(p->a.ep, 0, NULL)) != UCS_OK) &&
-           (now() < deadline)) {
+           (uct_test_now() < deadline)) {
         ++polled;
         progress2(&p->a, &p->b);
     }
-    check((status == UCS_OK) && (done_count == 4) && (polled > 0),
-          "ep flush (polled) returns OK only after all 4 completed (%d of 4, "
-          "%d polls)", done_count, polled);
+    uct_test_check((status == UCS_OK) && (done_count == 4) && (polled > 0),
+                   "ep flush (polled) returns OK only after all 4 completed "
+                   "(%d of 4, %d polls)", done_count, polled);
     free(tmp);
 }
 
@@ -1142,7 +912,7 @@ static void run_flush(pair_t *p)
  * nothing is written */
 static void run_refused(pair_t *p)
 {
-    iface_stats_t before = iface_stats(p->b.iface), after;
+    uct_test_iface_stats_t before = uct_test_iface_stats(p->b.iface), after;
     uct_rkey_t forged    = p->b_gpu.rkey.rkey ^ 0x5a5a0000u;
     uint64_t end         = (uintptr_t)p->b_gpu.buf + p->b_gpu.size;
     struct {
@@ -1183,16 +953,17 @@ static void run_refused(pair_t *p)
         xfer_post(&p->a, &p->b, &x, &c, NULL);
         ok = wait_all(&p->a, &p->b, &c, 1);
         /* a put must not have written, a get must not have read */
-        check(ok && (c.status == UCS_ERR_INVALID_ADDR) &&
-              xfer_verify(&x, 90 + i, 0), "refused by the target: %s -> %s",
-              cases[i].what, ok ? ucs_status_string(c.status) : "timed out");
+        uct_test_check(ok && (c.status == UCS_ERR_INVALID_ADDR) &&
+                       xfer_verify(&x, 90 + i, 0),
+                       "refused by the target: %s -> %s", cases[i].what,
+                       ok ? ucs_status_string(c.status) : "timed out");
     }
 
-    after = iface_stats(p->b.iface);
-    check(after.bounce_refused - before.bounce_refused ==
-          ARRAY_SIZE(cases),
-          "target counted %" PRIu64 " refusals",
-          after.bounce_refused - before.bounce_refused);
+    after = uct_test_iface_stats(p->b.iface);
+    uct_test_check(after.bounce_refused - before.bounce_refused ==
+                   ARRAY_SIZE(cases),
+                   "target counted %" PRIu64 " refusals",
+                   after.bounce_refused - before.bounce_refused);
 
     memset(&x, 0, sizeof(x));
     x.put    = 1;
@@ -1201,8 +972,8 @@ static void run_refused(pair_t *p)
     x.length = 100000;
     x.roff   = 1;
     xfer_run(&p->a, &p->b, &x, 99);
-    check(!p->a.ep_error && !p->b.ep_error,
-          "the endpoints survive refused requests");
+    uct_test_check(!p->a.ep_error && !p->b.ep_error,
+                   "the endpoints survive refused requests");
 }
 
 
@@ -1214,7 +985,8 @@ static unsigned pool_size(void)
 
 static void run_uct(const char *dev_a, const char *dev_b)
 {
-    iface_stats_t sa, sb;
+    uct_test_iface_stats_t sa, sb;
+    uct_test_md_stats_t ma, mb;
     pair_t p;
 
     pair_open(&p, dev_a, dev_b);
@@ -1245,13 +1017,13 @@ static void run_uct(const char *dev_a, const char *dev_b)
     /* The last staging buffers come back when their sends' completions are
      * polled, which the initiator's completion does not wait for. */
     {
-        double deadline = now() + 10.0;
+        double deadline = uct_test_now() + 10.0;
         do {
             progress2(&p.a, &p.b);
-            sa = iface_stats(p.a.iface);
-            sb = iface_stats(p.b.iface);
+            sa = uct_test_iface_stats(p.a.iface);
+            sb = uct_test_iface_stats(p.b.iface);
         } while (((sa.bounce_bufs_in_use > 0) || (sb.bounce_bufs_in_use > 0)) &&
-                 (now() < deadline));
+                 (uct_test_now() < deadline));
     }
     printf("counters A: %" PRIu64 " bounce transfers (%" PRIu64 " failed), "
            "%" PRIu64 " bytes staged, %" PRIu64 " messages, buffers in use "
@@ -1262,19 +1034,23 @@ static void run_uct(const char *dev_a, const char *dev_b)
            "buffers in use %" PRIu64 " (at most %" PRIu64 ")\n",
            sb.bounce_staged_bytes, sb.bounce_msgs, sb.bounce_bufs_in_use,
            sb.bounce_bufs_max);
-    check((sa.bounce_xfers > 0) && (sa.bounce_failed == 0) &&
-          (sa.bounce_staged_bytes > 0) && (sb.bounce_staged_bytes > 0) &&
-          (sb.bounce_msgs > 0),
-          "counters: transfers, staged bytes on both sides, target messages");
-    check((sa.bounce_bufs_in_use == 0) && (sb.bounce_bufs_in_use == 0) &&
-          (sa.bounce_bufs_max > 0) && (sa.bounce_bufs_max <= pool_size()),
-          "every staging buffer back in the pool (high-water %" PRIu64
-          " of %u)", sa.bounce_bufs_max, pool_size());
+    uct_test_check((sa.bounce_xfers > 0) && (sa.bounce_failed == 0) &&
+                   (sa.bounce_staged_bytes > 0) &&
+                   (sb.bounce_staged_bytes > 0) && (sb.bounce_msgs > 0),
+                   "counters: transfers, staged bytes on both sides, target "
+                   "messages");
+    uct_test_check((sa.bounce_bufs_in_use == 0) &&
+                   (sb.bounce_bufs_in_use == 0) && (sa.bounce_bufs_max > 0) &&
+                   (sa.bounce_bufs_max <= pool_size()),
+                   "every staging buffer back in the pool (high-water %" PRIu64
+                   " of %u)", sa.bounce_bufs_max, pool_size());
 
     run_refused(&p);
-    check(md_stats(p.a.md).peermem_regs + md_stats(p.a.md).dmabuf_regs +
-          md_stats(p.b.md).peermem_regs + md_stats(p.b.md).dmabuf_regs == 0,
-          "no NIC registration of GPU memory was made on either side");
+    ma = uct_test_md_stats(p.a.md);
+    mb = uct_test_md_stats(p.b.md);
+    uct_test_check(ma.peermem_regs + ma.dmabuf_regs + mb.peermem_regs +
+                   mb.dmabuf_regs == 0,
+                   "no NIC registration of GPU memory was made on either side");
     pair_close(&p);
 }
 
@@ -1282,37 +1058,11 @@ static void run_uct(const char *dev_a, const char *dev_b)
 /* ------------------------------------------------------- peer death -- */
 
 typedef struct {
-    unsigned char dev[64];
-    unsigned char ep[64];
-    unsigned char gpu_rkey[64];
-    unsigned char host_rkey[64];
-    uint64_t      gpu, host;
+    uct_test_wire_t node;
+    unsigned char   gpu_rkey[UCT_TEST_ADDR_MAX];
+    unsigned char   host_rkey[UCT_TEST_ADDR_MAX];
+    uint64_t        gpu, host;
 } peer_wire_t;
-
-
-static void write_all(int fd, const void *buf, size_t length)
-{
-    if (write(fd, buf, length) != (ssize_t)length) {
-        perror("write");
-        exit(2);
-    }
-}
-
-
-static void read_all(int fd, void *buf, size_t length)
-{
-    size_t done = 0;
-    ssize_t ret;
-
-    while (done < length) {
-        ret = read(fd, (char*)buf + done, length - done);
-        if (ret <= 0) {
-            perror("read");
-            exit(2);
-        }
-        done += ret;
-    }
-}
 
 
 static void run_peer_death(const char *dev_a, const char *dev_b)
@@ -1321,7 +1071,7 @@ static void run_peer_death(const char *dev_a, const char *dev_b)
     int to_child[2], to_parent[2];
     peer_wire_t wa, wb;
     region_t gpu, host, peer_gpu, peer_host;
-    iface_stats_t s;
+    uct_test_iface_stats_t s;
     op_comp_t c[3], probe;
     xfer_t x[3];
     const char *what[3] = {"put GPU -> GPU (messages)",
@@ -1332,7 +1082,7 @@ static void run_peer_death(const char *dev_a, const char *dev_b)
     double t_kill, deadline;
     pid_t child;
     char ready;
-    node_t a;
+    uct_test_node_t a;
 
     if ((pipe(to_child) != 0) || (pipe(to_parent) != 0)) {
         perror("pipe");
@@ -1342,37 +1092,35 @@ static void run_peer_death(const char *dev_a, const char *dev_b)
     child = fork();
     if (child == 0) {
         /* The target: publishes its buffers and progresses until killed */
-        node_t b;
+        uct_test_node_t b;
         cuda_start();
-        node_open(&b, dev_b);
+        uct_test_node_open(&b, dev_b, 0);
         region_init(&b, &gpu, 1, length, "GPU(B)");
         region_init(&b, &host, 0, length, "host(B)");
         memset(&wb, 0, sizeof(wb));
-        memcpy(wb.dev, b.dev_addr, sizeof(wb.dev));
-        memcpy(wb.ep, b.ep_addr, sizeof(wb.ep));
+        uct_test_node_wire(&b, &wb.node);
         memcpy(wb.gpu_rkey, gpu.packed, gpu.packed_size);
         memcpy(wb.host_rkey, host.packed, host.packed_size);
         wb.gpu  = (uintptr_t)gpu.buf;
         wb.host = (uintptr_t)host.buf;
-        write_all(to_parent[1], &wb, sizeof(wb));
-        read_all(to_child[0], &wa, sizeof(wa));
-        node_connect(&b, wa.dev, wa.ep);
-        write_all(to_parent[1], "r", 1);
+        uct_test_write_all(to_parent[1], &wb, sizeof(wb));
+        uct_test_read_all(to_child[0], &wa, sizeof(wa));
+        uct_test_node_connect(&b, &wa.node);
+        uct_test_write_all(to_parent[1], "r", 1);
         for (;;) {
             uct_worker_progress(b.worker);
         }
     }
 
     cuda_start();
-    node_open(&a, dev_a);
+    uct_test_node_open(&a, dev_a, 0);
     region_init(&a, &gpu, 1, length, "GPU(A)");
     memset(&wa, 0, sizeof(wa));
-    memcpy(wa.dev, a.dev_addr, sizeof(wa.dev));
-    memcpy(wa.ep, a.ep_addr, sizeof(wa.ep));
-    read_all(to_parent[0], &wb, sizeof(wb));
-    write_all(to_child[1], &wa, sizeof(wa));
-    node_connect(&a, wb.dev, wb.ep);
-    read_all(to_parent[0], &ready, 1);
+    uct_test_node_wire(&a, &wa.node);
+    uct_test_read_all(to_parent[0], &wb, sizeof(wb));
+    uct_test_write_all(to_child[1], &wa, sizeof(wa));
+    uct_test_node_connect(&a, &wb.node);
+    uct_test_read_all(to_parent[0], &ready, 1);
 
     /* the peer's regions, as far as this side knows them */
     memset(&peer_gpu, 0, sizeof(peer_gpu));
@@ -1398,8 +1146,9 @@ static void run_peer_death(const char *dev_a, const char *dev_b)
         op_comp_init(&probe, NULL);
         xfer_post(&a, NULL, &x[i], &probe, NULL);
         ok = wait_all(&a, NULL, &probe, 1);
-        check(ok && (probe.status == UCS_OK), "live peer: %s: %s", what[i],
-              ok ? ucs_status_string(probe.status) : "timed out");
+        uct_test_check(ok && (probe.status == UCS_OK), "live peer: %s: %s",
+                       what[i],
+                       ok ? ucs_status_string(probe.status) : "timed out");
     }
 
     /* large transfers in flight, then the peer dies */
@@ -1409,13 +1158,13 @@ static void run_peer_death(const char *dev_a, const char *dev_b)
         xfer_post(&a, NULL, &x[i], &c[i], NULL);
     }
     /* let some data flow first: the peer dies mid-transfer */
-    staged   = iface_stats(a.iface).bounce_staged_bytes;
-    deadline = now() + 10;
+    staged   = uct_test_iface_stats(a.iface).bounce_staged_bytes;
+    deadline = uct_test_now() + 10;
     do {
         uct_worker_progress(a.worker);
-        s = iface_stats(a.iface);
+        s = uct_test_iface_stats(a.iface);
     } while ((s.bounce_staged_bytes < staged + 512 * 1024) &&
-             (now() < deadline));
+             (uct_test_now() < deadline));
     for (i = 0; i < 3; ++i) {
         in_flight += !c[i].done;
     }
@@ -1424,7 +1173,7 @@ static void run_peer_death(const char *dev_a, const char *dev_b)
            s.bounce_staged_bytes - staged, s.bounce_bufs_in_use);
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
-    t_kill = now();
+    t_kill = uct_test_now();
 
     ok = wait_all(&a, NULL, c, 3);
     for (i = 0; i < 3; ++i) {
@@ -1432,33 +1181,34 @@ static void run_peer_death(const char *dev_a, const char *dev_b)
                ucs_status_string(c[i].status) : "not completed");
         all_failed &= c[i].done && (c[i].status != UCS_OK);
     }
-    check(ok && (in_flight == 3) && all_failed,
-          "every transfer in flight ended with an error, %.1f s after the "
-          "kill", now() - t_kill);
-    check(a.ep_error, "error handler called: %s",
-          ucs_status_string(a.ep_error_status));
+    uct_test_check(ok && (in_flight == 3) && all_failed,
+                   "every transfer in flight ended with an error, %.1f s "
+                   "after the kill", uct_test_now() - t_kill);
+    uct_test_check(a.ep_error, "error handler called: %s",
+                   ucs_status_string(a.ep_error_status));
 
-    s = iface_stats(a.iface);
-    check(s.bounce_bufs_in_use == 0,
-          "staging buffers in use back to 0 (%" PRIu64 "; high-water %"
-          PRIu64 ")", s.bounce_bufs_in_use, s.bounce_bufs_max);
+    s = uct_test_iface_stats(a.iface);
+    uct_test_check(s.bounce_bufs_in_use == 0,
+                   "staging buffers in use back to 0 (%" PRIu64 "; high-water %"
+                   PRIu64 ")", s.bounce_bufs_in_use, s.bounce_bufs_max);
 
     /* new operations fail at once, a flush ends */
     op_comp_init(&probe, NULL);
-    check(xfer_post_once(&a, &x[0], &probe) != UCS_INPROGRESS,
-          "a new bounce put on the failed endpoint is refused at once");
+    uct_test_check(xfer_post_once(&a, &x[0], &probe) != UCS_INPROGRESS,
+                   "a new bounce put on the failed endpoint is refused at "
+                   "once");
 
     uct_ep_destroy(a.ep);
     a.ep = NULL;
-    s = iface_stats(a.iface);
-    check(s.bounce_bufs_in_use == 0,
-          "after uct_ep_destroy: staging buffers in use %" PRIu64,
-          s.bounce_bufs_in_use);
+    s = uct_test_iface_stats(a.iface);
+    uct_test_check(s.bounce_bufs_in_use == 0,
+                   "after uct_ep_destroy: staging buffers in use %" PRIu64,
+                   s.bounce_bufs_in_use);
 
     uct_rkey_release(a.component, &peer_gpu.rkey);
     uct_rkey_release(a.component, &peer_host.rkey);
     region_fini(&a, NULL, &gpu);
-    node_close(&a);
+    uct_test_node_close(&a);
 }
 
 
@@ -1466,7 +1216,7 @@ static void run_peer_death(const char *dev_a, const char *dev_b)
 
 static int ucp_wait(ucp_worker_h *workers, void *request)
 {
-    double deadline = now() + TIMEOUT_S;
+    double deadline = uct_test_now() + TIMEOUT_S;
     ucs_status_t status;
 
     if (request == NULL) {
@@ -1478,7 +1228,7 @@ static int ucp_wait(ucp_worker_h *workers, void *request)
         return 0;
     }
     while (((status = ucp_request_check_status(request)) == UCS_INPROGRESS) &&
-           (now() < deadline)) {
+           (uct_test_now() < deadline)) {
         ucp_worker_progress(workers[0]);
         ucp_worker_progress(workers[1]);
     }
@@ -1550,7 +1300,7 @@ static void run_ucp(void)
 
     ucp_config_read(NULL, NULL, &config);
     if (ucp_init(&params, config, &context) != UCS_OK) {
-        die("ucp_init", UCS_ERR_NO_DEVICE);
+        uct_test_die("ucp_init", UCS_ERR_NO_DEVICE);
     }
     ucp_config_release(config);
 
@@ -1563,7 +1313,7 @@ static void run_ucp(void)
             .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
             .address    = addr[1 - n]};
         if (ucp_ep_create(workers[n], &ep_params, &eps[n]) != UCS_OK) {
-            die("ucp_ep_create", UCS_ERR_UNREACHABLE);
+            uct_test_die("ucp_ep_create", UCS_ERR_UNREACHABLE);
         }
     }
 
@@ -1581,14 +1331,14 @@ static void run_ucp(void)
                                  (n ? "host(B)" : "host(A)");
             mparams.address = reg[n][g].buf;
             if (ucp_mem_map(context, &mparams, &mem[n][g]) != UCS_OK) {
-                die("ucp_mem_map", UCS_ERR_IO_ERROR);
+                uct_test_die("ucp_mem_map", UCS_ERR_IO_ERROR);
             }
         }
     }
     for (g = 0; g < 2; ++g) {
         ucp_rkey_pack(context, mem[1][g], &rkey_buf, &rkey_size);
         if (ucp_ep_rkey_unpack(eps[0], rkey_buf, &rkey[g]) != UCS_OK) {
-            die("ucp_ep_rkey_unpack", UCS_ERR_INVALID_PARAM);
+            uct_test_die("ucp_ep_rkey_unpack", UCS_ERR_INVALID_PARAM);
         }
         ucp_rkey_buffer_release(rkey_buf);
     }
@@ -1620,14 +1370,14 @@ static void run_ucp(void)
                                   rkey[rg], &rparam));
                     ok &= ucp_wait(workers, ucp_ep_flush_nbx(eps[0],
                                                              &rparam));
-                    check(ok && xfer_verify(&x, seed, 1), "UCP %s",
-                          xfer_str(&x, str, sizeof(str)));
+                    uct_test_check(ok && xfer_verify(&x, seed, 1), "UCP %s",
+                                   xfer_str(&x, str, sizeof(str)));
                 }
             }
         }
     }
-    check(ucp_rma_on_rc_gdr(eps[0]),
-          "UCP chose rc_gdr for the RMA lane (ucp_ep_print_info)");
+    uct_test_check(ucp_rma_on_rc_gdr(eps[0]),
+                   "UCP chose rc_gdr for the RMA lane (ucp_ep_print_info)");
 
     for (g = 0; g < 2; ++g) {
         ucp_rkey_destroy(rkey[g]);
@@ -1653,7 +1403,7 @@ static void run_ucp(void)
 
 int main(int argc, char **argv)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
+    uct_test_init("uct_bounce", TIMEOUT_S);
     setenv("UCX_RC_GDR_BOUNCE_CHUNK_SIZE", "64k", 0);
     setenv("UCX_RC_GDR_BOUNCE_DEPTH", "3", 0);
     setenv("UCX_RC_GDR_BOUNCE_POOL_SIZE", "8", 0);
@@ -1672,6 +1422,5 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    printf("%d passed, %d failed\n", g_passed, g_failed);
-    return (g_failed == 0) ? 0 : 1;
+    return uct_test_summary();
 }

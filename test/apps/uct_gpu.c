@@ -22,70 +22,18 @@
 #define _GNU_SOURCE
 
 #include <uct/ib_gdr/rc_gdr_cuda.h>
+#include "uct_test_util.h"
 
-#include <uct/api/uct.h>
 #include <uct/api/v2/uct_v2.h>
 #include <ucp/api/ucp.h>
-#include <ucs/async/async_fwd.h>
 
-#include <dlfcn.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 
-#define TL_NAME   "rc_gdr"
 #define SIZE      (256 * 1024)
 #define TIMEOUT_S 60.0
-
-/* Mirrors uct_rc_gdr_md_stats_t (src/uct/ib_gdr/rc_gdr_md.h); its size field
- * makes a layout mismatch an error instead of garbage. */
-typedef struct {
-    uint64_t size, host_regs, dmabuf_regs, peermem_regs, bounce_regs,
-             cache_hits, cache_entries, invalidations, num_gpus, emulated_gpu;
-} md_stats_t;
-
-typedef ucs_status_t (*md_stats_query_t)(uct_md_h, md_stats_t*);
-
-/* Leading fields of uct_rc_gdr_iface_stats_t (rc_gdr_iface.h). */
-typedef struct {
-    uint64_t size, tx_wrs, rx_msgs, credit_grants, flush_reads;
-} iface_stats_t;
-
-typedef ucs_status_t (*iface_stats_query_t)(uct_iface_h, iface_stats_t*);
-
-static int g_passed, g_failed;
-
-
-static void check(int ok, const char *fmt, ...)
-{
-    va_list ap;
-
-    printf(ok ? "PASS " : "FAIL ");
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    ok ? ++g_passed : ++g_failed;
-}
-
-
-static double now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-
-static void die(const char *what, ucs_status_t status)
-{
-    fprintf(stderr, "uct_gpu: %s: %s\n", what, ucs_status_string(status));
-    exit(2);
-}
 
 
 static void *gpu_alloc(size_t size)
@@ -93,7 +41,7 @@ static void *gpu_alloc(size_t size)
     void *ptr;
 
     if (uct_rc_gdr_cuda_mem_alloc(size, &ptr) != UCS_OK) {
-        die("cuMemAlloc", UCS_ERR_NO_MEMORY);
+        uct_test_die("cuMemAlloc", UCS_ERR_NO_MEMORY);
     }
     return ptr;
 }
@@ -141,146 +89,23 @@ static void announce_emulation(void)
 
 /* ---------------------------------------------------------------- UCT -- */
 
-typedef struct {
-    ucs_async_context_t *async;
-    uct_worker_h        worker;
-    uct_component_h     component;
-    uct_md_h            md;
-    uct_iface_h         iface;
-    uct_ep_h            ep;
-    unsigned char       dev_addr[64];
-    unsigned char       ep_addr[64];
-} node_t;
-
-typedef struct {
-    uct_completion_t comp;
-    ucs_status_t     status;
-} wait_comp_t;
-
-
-static void comp_cb(uct_completion_t *self)
+static ucs_status_t zcopy(uct_test_node_t *a, uct_test_node_t *b, int put,
+                          void *local, uct_mem_h memh, uint64_t remote,
+                          uct_rkey_t rkey, size_t size)
 {
-    ((wait_comp_t*)self)->status = self->status;
-}
-
-
-static uct_component_h find_component(void)
-{
-    uct_component_h *components, found = NULL;
-    uct_component_attr_t attr;
-    unsigned i, count;
-
-    if (uct_query_components(&components, &count) != UCS_OK) {
-        die("uct_query_components", UCS_ERR_NO_ELEM);
-    }
-    for (i = 0; i < count; ++i) {
-        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
-        uct_component_query(components[i], &attr);
-        if (!strcmp(attr.name, TL_NAME)) {
-            found = components[i];
-        }
-    }
-    uct_release_component_list(components);
-    if (found == NULL) {
-        die("rc_gdr component not registered (. contrib/env.sh)",
-            UCS_ERR_NO_ELEM);
-    }
-    return found;
-}
-
-
-static void md_open(node_t *node, const char *dev)
-{
-    uct_md_config_t *config;
-    char md_name[64];
-
-    snprintf(md_name, sizeof(md_name), "%s", dev);
-    *strchrnul(md_name, ':') = '\0';
-    node->component = find_component();
-    uct_md_config_read(node->component, NULL, NULL, &config);
-    if (uct_md_open(node->component, md_name, config, &node->md) != UCS_OK) {
-        die("uct_md_open", UCS_ERR_NO_DEVICE);
-    }
-    uct_config_release(config);
-}
-
-
-static void node_open(node_t *node, const char *dev)
-{
-    uct_iface_config_t *config;
-    uct_iface_params_t params;
-    uct_ep_params_t ep_params;
-
-    memset(node, 0, sizeof(*node));
-    ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &node->async);
-    uct_worker_create(node->async, UCS_THREAD_MODE_SINGLE, &node->worker);
-    md_open(node, dev);
-
-    uct_md_iface_config_read(node->md, TL_NAME, NULL, NULL, &config);
-    memset(&params, 0, sizeof(params));
-    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                                  UCT_IFACE_PARAM_FIELD_DEVICE;
-    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name  = TL_NAME;
-    params.mode.device.dev_name = dev;
-    if (uct_iface_open(node->md, node->worker, &params, config,
-                       &node->iface) != UCS_OK) {
-        die("uct_iface_open", UCS_ERR_NO_DEVICE);
-    }
-    uct_config_release(config);
-    uct_iface_progress_enable(node->iface,
-                              UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-
-    ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
-    ep_params.iface      = node->iface;
-    uct_ep_create(&ep_params, &node->ep);
-    uct_iface_get_device_address(node->iface,
-                                 (uct_device_addr_t*)node->dev_addr);
-    uct_ep_get_address(node->ep, (uct_ep_addr_t*)node->ep_addr);
-}
-
-
-static ucs_status_t zcopy(node_t *a, node_t *b, int put, void *local,
-                          uct_mem_h memh, uint64_t remote, uct_rkey_t rkey,
-                          size_t size)
-{
-    uct_iov_t iov = {.buffer = local, .length = size, .memh = memh,
-                     .stride = 0, .count = 1};
-    wait_comp_t wc = {.comp = {.func = comp_cb, .count = 1}};
-    double deadline = now() + TIMEOUT_S;
+    uct_iov_t iov             = {.buffer = local, .length = size,
+                                 .memh = memh, .stride = 0, .count = 1};
+    uct_test_node_t *nodes[2] = {a, b};
+    uct_test_comp_t comp;
     ucs_status_t status;
 
-    do {
-        status = put ? uct_ep_put_zcopy(a->ep, &iov, 1, remote, rkey,
-                                        &wc.comp) :
-                       uct_ep_get_zcopy(a->ep, &iov, 1, remote, rkey,
-                                        &wc.comp);
-        uct_worker_progress(a->worker);
-        uct_worker_progress(b->worker);
-    } while ((status == UCS_ERR_NO_RESOURCE) && (now() < deadline));
-
-    while ((status == UCS_INPROGRESS) && (wc.comp.count > 0) &&
-           (now() < deadline)) {
-        uct_worker_progress(a->worker);
-        uct_worker_progress(b->worker);
-    }
-    if (status == UCS_INPROGRESS) {
-        status = (wc.comp.count > 0) ? UCS_ERR_TIMED_OUT : wc.status;
-    }
-    return status;
-}
-
-
-static md_stats_t md_stats(uct_md_h md)
-{
-    md_stats_query_t query = (md_stats_query_t)dlsym(RTLD_DEFAULT,
-                                                     "uct_rc_gdr_md_stats_query");
-    md_stats_t stats = {.size = sizeof(stats)};
-
-    if ((query == NULL) || (query(md, &stats) != UCS_OK)) {
-        die("uct_rc_gdr_md_stats_query", UCS_ERR_UNSUPPORTED);
-    }
-    return stats;
+    uct_test_comp_init(&comp);
+    status = UCT_TEST_RETRY(nodes, 2,
+                            put ? uct_ep_put_zcopy(a->ep, &iov, 1, remote,
+                                                   rkey, &comp.comp) :
+                                  uct_ep_get_zcopy(a->ep, &iov, 1, remote,
+                                                   rkey, &comp.comp));
+    return uct_test_comp_wait(nodes, 2, status, &comp);
 }
 
 
@@ -291,10 +116,9 @@ typedef struct {
 } region_t;
 
 
-static ucs_status_t region_reg(node_t *owner, node_t *peer, void *buf,
-                               size_t size, region_t *region)
+static ucs_status_t region_reg(uct_test_node_t *owner, uct_test_node_t *peer,
+                               void *buf, size_t size, region_t *region)
 {
-    uct_md_attr_t attr;
     void *packed;
     ucs_status_t status;
 
@@ -305,8 +129,7 @@ static ucs_status_t region_reg(node_t *owner, node_t *peer, void *buf,
         return status;
     }
 
-    uct_md_query(owner->md, &attr);
-    packed = calloc(1, attr.rkey_packed_size);
+    packed = calloc(1, owner->md_attr.rkey_packed_size);
     uct_md_mkey_pack(owner->md, region->memh, packed);
     status = uct_rkey_unpack(peer->component, packed, &region->rkey);
     free(packed);
@@ -314,7 +137,8 @@ static ucs_status_t region_reg(node_t *owner, node_t *peer, void *buf,
 }
 
 
-static void region_dereg(node_t *owner, node_t *peer, region_t *region)
+static void region_dereg(uct_test_node_t *owner, uct_test_node_t *peer,
+                         region_t *region)
 {
     uct_rkey_release(peer->component, &region->rkey);
     uct_md_mem_dereg(owner->md, region->memh);
@@ -323,45 +147,43 @@ static void region_dereg(node_t *owner, node_t *peer, region_t *region)
 
 static void run_uct(const char *dev_a, const char *dev_b)
 {
-    node_t a, b;
+    uct_test_node_t a, b;
     region_t src_gpu, dst_gpu, host;
     uct_md_attr_t attr;
-    md_stats_t before, after;
+    uct_test_md_stats_t before, after;
     void *gpu_a, *gpu_b, *again, *host_buf;
     ucs_memory_type_t mem_type;
     ucs_status_t status;
 
-    node_open(&a, dev_a);
-    node_open(&b, dev_b);
-    uct_ep_connect_to_ep(a.ep, (uct_device_addr_t*)b.dev_addr,
-                         (uct_ep_addr_t*)b.ep_addr);
-    uct_ep_connect_to_ep(b.ep, (uct_device_addr_t*)a.dev_addr,
-                         (uct_ep_addr_t*)a.ep_addr);
+    uct_test_node_open(&a, dev_a, 0);
+    uct_test_node_open(&b, dev_b, 0);
+    uct_test_node_connect_pair(&a, &b, NULL, NULL);
 
     uct_md_query(a.md, &attr);
-    check((attr.cap.reg_mem_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) &&
-          (attr.cap.detect_mem_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)),
-          "uct_md_query: rc_gdr registers and detects cuda memory "
-          "(reg 0x%lx detect 0x%lx)", (unsigned long)attr.cap.reg_mem_types,
-          (unsigned long)attr.cap.detect_mem_types);
+    uct_test_check((attr.cap.reg_mem_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) &&
+                   (attr.cap.detect_mem_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)),
+                   "uct_md_query: rc_gdr registers and detects cuda memory "
+                   "(reg 0x%lx detect 0x%lx)",
+                   (unsigned long)attr.cap.reg_mem_types,
+                   (unsigned long)attr.cap.detect_mem_types);
 
     gpu_a    = gpu_alloc(SIZE);
     gpu_b    = gpu_alloc(SIZE);
     host_buf = calloc(1, SIZE);
 
     status = uct_md_detect_memory_type(a.md, gpu_a, SIZE, &mem_type);
-    check((status == UCS_OK) && (mem_type == UCS_MEMORY_TYPE_CUDA),
-          "cuda pointer detected as cuda memory");
+    uct_test_check((status == UCS_OK) && (mem_type == UCS_MEMORY_TYPE_CUDA),
+                   "cuda pointer detected as cuda memory");
     status = uct_md_detect_memory_type(a.md, host_buf, SIZE, &mem_type);
-    check(status != UCS_OK, "host pointer not claimed as cuda memory");
+    uct_test_check(status != UCS_OK, "host pointer not claimed as cuda memory");
 
-    before = md_stats(a.md);
+    before = uct_test_md_stats(a.md);
     if ((region_reg(&a, &b, gpu_a, SIZE, &src_gpu) != UCS_OK) ||
         (region_reg(&b, &a, gpu_b, SIZE, &dst_gpu) != UCS_OK) ||
         (region_reg(&b, &a, host_buf, SIZE, &host) != UCS_OK)) {
-        die("registration", UCS_ERR_IO_ERROR);
+        uct_test_die("registration", UCS_ERR_IO_ERROR);
     }
-    after = md_stats(a.md);
+    after = uct_test_md_stats(a.md);
     printf("lane of GPU memory on %s: peermem %lu, dmabuf %lu, bounce %lu "
            "new registrations\n", dev_a,
            (unsigned long)(after.peermem_regs - before.peermem_regs),
@@ -371,15 +193,15 @@ static void run_uct(const char *dev_a, const char *dev_b)
     gpu_fill(gpu_a, SIZE, 1);
     status = zcopy(&a, &b, 1, gpu_a, src_gpu.memh, (uintptr_t)gpu_b,
                    dst_gpu.rkey.rkey, SIZE);
-    check((status == UCS_OK) && gpu_equals(gpu_b, SIZE, 1),
-          "put_zcopy GPU -> GPU, %d bytes (%s)", SIZE,
-          ucs_status_string(status));
+    uct_test_check((status == UCS_OK) && gpu_equals(gpu_b, SIZE, 1),
+                   "put_zcopy GPU -> GPU, %d bytes (%s)", SIZE,
+                   ucs_status_string(status));
 
     gpu_fill(gpu_b, SIZE, 2);
     status = zcopy(&a, &b, 0, gpu_a, src_gpu.memh, (uintptr_t)gpu_b,
                    dst_gpu.rkey.rkey, SIZE);
-    check((status == UCS_OK) && gpu_equals(gpu_a, SIZE, 2),
-          "get_zcopy GPU <- GPU (%s)", ucs_status_string(status));
+    uct_test_check((status == UCS_OK) && gpu_equals(gpu_a, SIZE, 2),
+                   "get_zcopy GPU <- GPU (%s)", ucs_status_string(status));
 
     gpu_fill(gpu_a, SIZE, 3);
     status = zcopy(&a, &b, 1, (char*)gpu_a + 4096 + 3, src_gpu.memh,
@@ -387,10 +209,10 @@ static void run_uct(const char *dev_a, const char *dev_b)
     {
         void *tmp = malloc(SIZE);
         uct_rc_gdr_cuda_memcpy_dtoh(tmp, (char*)gpu_a + 4096 + 3, SIZE / 2);
-        check((status == UCS_OK) &&
-              !memcmp(tmp, (char*)host_buf + 5, SIZE / 2),
-              "put_zcopy GPU (interior, unaligned) -> host (%s)",
-              ucs_status_string(status));
+        uct_test_check((status == UCS_OK) &&
+                       !memcmp(tmp, (char*)host_buf + 5, SIZE / 2),
+                       "put_zcopy GPU (interior, unaligned) -> host (%s)",
+                       ucs_status_string(status));
         free(tmp);
     }
 
@@ -399,36 +221,40 @@ static void run_uct(const char *dev_a, const char *dev_b)
     region_dereg(&a, &b, &src_gpu);
     uct_rc_gdr_cuda_mem_free(gpu_a);
     again  = gpu_alloc(SIZE);
-    before = md_stats(a.md);
+    before = uct_test_md_stats(a.md);
     status = region_reg(&a, &b, again, SIZE, &src_gpu);
-    after  = md_stats(a.md);
-    check((status == UCS_OK) &&
-          ((after.peermem_regs + after.dmabuf_regs + after.bounce_regs) ==
-           (before.peermem_regs + before.dmabuf_regs + before.bounce_regs +
-            1)) && (after.cache_hits == before.cache_hits),
-          "re-allocation at %s address is registered anew (no cache hit)",
-          (again == gpu_a) ? "the same" : "another");
+    after  = uct_test_md_stats(a.md);
+    uct_test_check((status == UCS_OK) &&
+                   ((after.peermem_regs + after.dmabuf_regs +
+                     after.bounce_regs) ==
+                    (before.peermem_regs + before.dmabuf_regs +
+                     before.bounce_regs + 1)) &&
+                   (after.cache_hits == before.cache_hits),
+                   "re-allocation at %s address is registered anew (no cache "
+                   "hit)", (again == gpu_a) ? "the same" : "another");
     gpu_fill(again, SIZE, 4);
     status = zcopy(&a, &b, 1, again, src_gpu.memh, (uintptr_t)gpu_b,
                    dst_gpu.rkey.rkey, SIZE);
-    check((status == UCS_OK) && gpu_equals(gpu_b, SIZE, 4),
-          "put_zcopy from the re-allocated buffer (%s)",
-          ucs_status_string(status));
+    uct_test_check((status == UCS_OK) && gpu_equals(gpu_b, SIZE, 4),
+                   "put_zcopy from the re-allocated buffer (%s)",
+                   ucs_status_string(status));
 
     /* Freed while still registered: the free hook invalidates the entry
      * before the driver releases the memory; the late deregistration only
      * drops the reference. */
-    before = md_stats(a.md);
+    before = uct_test_md_stats(a.md);
     uct_rc_gdr_cuda_mem_free(again);
-    after  = md_stats(a.md);
-    check(after.invalidations == before.invalidations + 1,
-          "cuMemFree of registered GPU memory invalidates its entry at once "
-          "(%lu -> %lu)", (unsigned long)before.invalidations,
-          (unsigned long)after.invalidations);
-    check(uct_md_mem_dereg(a.md, src_gpu.memh) == UCS_OK,
-          "deregistration after the free succeeds");
-    check(uct_md_mem_dereg(a.md, src_gpu.memh) == UCS_ERR_INVALID_PARAM,
-          "a second deregistration is refused (UCS_ERR_INVALID_PARAM)");
+    after  = uct_test_md_stats(a.md);
+    uct_test_check(after.invalidations == before.invalidations + 1,
+                   "cuMemFree of registered GPU memory invalidates its entry "
+                   "at once (%lu -> %lu)", (unsigned long)before.invalidations,
+                   (unsigned long)after.invalidations);
+    uct_test_check(uct_md_mem_dereg(a.md, src_gpu.memh) == UCS_OK,
+                   "deregistration after the free succeeds");
+    uct_test_check(uct_md_mem_dereg(a.md, src_gpu.memh) ==
+                   UCS_ERR_INVALID_PARAM,
+                   "a second deregistration is refused "
+                   "(UCS_ERR_INVALID_PARAM)");
     uct_rkey_release(b.component, &src_gpu.rkey);
 
     region_dereg(&b, &a, &dst_gpu);
@@ -440,24 +266,24 @@ static void run_uct(const char *dev_a, const char *dev_b)
 
 static void run_lanes(const char *dev)
 {
-    node_t a;
-    md_stats_t s;
+    uct_test_node_t a;
+    uct_test_md_stats_t s;
     uct_mem_h memh;
     void *gpu;
 
     memset(&a, 0, sizeof(a));
-    md_open(&a, dev);
+    uct_test_md_open(&a, dev);
     gpu = gpu_alloc(SIZE);
     if (uct_md_mem_reg(a.md, gpu, SIZE, UCT_MD_MEM_ACCESS_ALL, &memh) !=
         UCS_OK) {
-        die("uct_md_mem_reg", UCS_ERR_IO_ERROR);
+        uct_test_die("uct_md_mem_reg", UCS_ERR_IO_ERROR);
     }
-    s = md_stats(a.md);
+    s = uct_test_md_stats(a.md);
     printf("lanes: gpus %lu emulated %lu peermem %lu dmabuf %lu bounce %lu\n",
            (unsigned long)s.num_gpus, (unsigned long)s.emulated_gpu,
            (unsigned long)s.peermem_regs, (unsigned long)s.dmabuf_regs,
            (unsigned long)s.bounce_regs);
-    check(1, "registration of GPU memory succeeded");
+    uct_test_check(1, "registration of GPU memory succeeded");
     uct_md_mem_dereg(a.md, memh);
     uct_rc_gdr_cuda_mem_free(gpu);
     uct_md_close(a.md);
@@ -466,35 +292,7 @@ static void run_lanes(const char *dev)
 
 static uint64_t flush_reads(uct_iface_h iface)
 {
-    iface_stats_query_t query = (iface_stats_query_t)
-            dlsym(RTLD_DEFAULT, "uct_rc_gdr_iface_stats_query");
-    iface_stats_t stats       = {.size = sizeof(stats)};
-
-    if ((query == NULL) || (query(iface, &stats) != UCS_OK)) {
-        die("uct_rc_gdr_iface_stats_query", UCS_ERR_UNSUPPORTED);
-    }
-    return stats.flush_reads;
-}
-
-
-static ucs_status_t flush_ep(node_t *a, node_t *b)
-{
-    wait_comp_t wc = {.comp = {.func = comp_cb, .count = 1}};
-    double deadline = now() + TIMEOUT_S;
-    ucs_status_t status;
-
-    do {
-        status = uct_ep_flush(a->ep, 0, &wc.comp);
-        uct_worker_progress(a->worker);
-        uct_worker_progress(b->worker);
-    } while ((status == UCS_ERR_NO_RESOURCE) && (now() < deadline));
-
-    while ((status == UCS_INPROGRESS) && (wc.comp.count > 0) &&
-           (now() < deadline)) {
-        uct_worker_progress(a->worker);
-        uct_worker_progress(b->worker);
-    }
-    return (status == UCS_INPROGRESS) ? wc.status : status;
+    return uct_test_iface_stats(iface).flush_reads;
 }
 
 
@@ -510,21 +308,18 @@ static void run_flush(const char *dev_a, const char *dev_b, int expect)
     region_t src, dst;
     uint64_t before, after;
     ucs_status_t status = UCS_OK;
-    node_t a, b;
+    uct_test_node_t a, b, *nodes[2] = {&a, &b};
     void *gpu_a, *gpu_b;
     int i;
 
-    node_open(&a, dev_a);
-    node_open(&b, dev_b);
-    uct_ep_connect_to_ep(a.ep, (uct_device_addr_t*)b.dev_addr,
-                         (uct_ep_addr_t*)b.ep_addr);
-    uct_ep_connect_to_ep(b.ep, (uct_device_addr_t*)a.dev_addr,
-                         (uct_ep_addr_t*)a.ep_addr);
+    uct_test_node_open(&a, dev_a, 0);
+    uct_test_node_open(&b, dev_b, 0);
+    uct_test_node_connect_pair(&a, &b, NULL, NULL);
     gpu_a = gpu_alloc(SIZE);
     gpu_b = gpu_alloc(SIZE);
     if ((region_reg(&a, &b, gpu_a, SIZE, &src) != UCS_OK) ||
         (region_reg(&b, &a, gpu_b, SIZE, &dst) != UCS_OK)) {
-        die("registration", UCS_ERR_IO_ERROR);
+        uct_test_die("registration", UCS_ERR_IO_ERROR);
     }
 
     gpu_fill(gpu_a, SIZE, 7);
@@ -534,19 +329,20 @@ static void run_flush(const char *dev_a, const char *dev_b, int expect)
                        dst.rkey.rkey, SIZE);
     }
     after = flush_reads(a.iface);
-    check((status == UCS_OK) && (after == before),
-          "%d puts into GPU memory post no read by themselves", num_puts);
+    uct_test_check((status == UCS_OK) && (after == before),
+                   "%d puts into GPU memory post no read by themselves",
+                   num_puts);
 
-    status = flush_ep(&a, &b);
+    status = uct_test_ep_flush(nodes, 2, a.ep);
     after  = flush_reads(a.iface);
-    check((status == UCS_OK) && (after - before == (uint64_t)expect) &&
-          gpu_equals(gpu_b, SIZE, 7),
-          "one flush after %d puts: %lu read(s), expected %d", num_puts,
-          (unsigned long)(after - before), expect);
+    uct_test_check((status == UCS_OK) && (after - before == (uint64_t)expect) &&
+                   gpu_equals(gpu_b, SIZE, 7),
+                   "one flush after %d puts: %lu read(s), expected %d",
+                   num_puts, (unsigned long)(after - before), expect);
 
-    status = flush_ep(&a, &b);
-    check((status == UCS_OK) && (flush_reads(a.iface) == after),
-          "a flush with nothing written since posts no read");
+    status = uct_test_ep_flush(nodes, 2, a.ep);
+    uct_test_check((status == UCS_OK) && (flush_reads(a.iface) == after),
+                   "a flush with nothing written since posts no read");
 
     /* UCP's rendezvous ends with puts, a fence and a message: the fence
      * reads, and the message waits for that read. */
@@ -555,12 +351,12 @@ static void run_flush(const char *dev_a, const char *dev_b, int expect)
     before = flush_reads(a.iface);
     status = (status == UCS_OK) ? uct_ep_fence(a.ep, 0) : status;
     after  = flush_reads(a.iface);
-    check((status == UCS_OK) && (after - before == (uint64_t)expect),
-          "a fence after a put: %lu read(s), expected %d",
-          (unsigned long)(after - before), expect);
-    status = flush_ep(&a, &b);
-    check((status == UCS_OK) && (flush_reads(a.iface) == after),
-          "the flush after that fence does not read again");
+    uct_test_check((status == UCS_OK) && (after - before == (uint64_t)expect),
+                   "a fence after a put: %lu read(s), expected %d",
+                   (unsigned long)(after - before), expect);
+    status = uct_test_ep_flush(nodes, 2, a.ep);
+    uct_test_check((status == UCS_OK) && (flush_reads(a.iface) == after),
+                   "the flush after that fence does not read again");
 
     region_dereg(&a, &b, &src);
     region_dereg(&b, &a, &dst);
@@ -574,9 +370,9 @@ static void run_flush(const char *dev_a, const char *dev_b, int expect)
 static void run_estimate(const char *dev, const char *expect)
 {
     uct_perf_attr_t host = {0}, gpu = {0};
-    node_t a;
+    uct_test_node_t a;
 
-    node_open(&a, dev);
+    uct_test_node_open(&a, dev, 0);
     host.field_mask = UCT_PERF_ATTR_FIELD_OPERATION |
                       UCT_PERF_ATTR_FIELD_LOCAL_MEMORY_TYPE |
                       UCT_PERF_ATTR_FIELD_REMOTE_MEMORY_TYPE |
@@ -589,17 +385,18 @@ static void run_estimate(const char *dev, const char *expect)
     gpu.local_memory_type   = UCS_MEMORY_TYPE_CUDA;
     if ((uct_iface_estimate_perf(a.iface, &host) != UCS_OK) ||
         (uct_iface_estimate_perf(a.iface, &gpu) != UCS_OK)) {
-        die("uct_iface_estimate_perf", UCS_ERR_UNSUPPORTED);
+        uct_test_die("uct_iface_estimate_perf", UCS_ERR_UNSUPPORTED);
     }
 
     printf("put_zcopy estimate: host latency %.2f us, GPU latency %.2f us\n",
            host.latency.c * 1e6, gpu.latency.c * 1e6);
     if (!strcmp(expect, "bounce")) {
-        check(gpu.latency.c > host.latency.c,
-              "bounce lane: GPU memory is estimated slower than host memory");
+        uct_test_check(gpu.latency.c > host.latency.c,
+                       "bounce lane: GPU memory is estimated slower than "
+                       "host memory");
     } else {
-        check(gpu.latency.c == host.latency.c,
-              "GDR lane: GPU memory is estimated like host memory");
+        uct_test_check(gpu.latency.c == host.latency.c,
+                       "GDR lane: GPU memory is estimated like host memory");
     }
 }
 
@@ -608,7 +405,7 @@ static void run_estimate(const char *dev, const char *expect)
 
 static void ucp_wait(ucp_worker_h *workers, void *request)
 {
-    double deadline = now() + TIMEOUT_S;
+    double deadline = uct_test_now() + TIMEOUT_S;
 
     if (request == NULL) {
         return;
@@ -619,7 +416,7 @@ static void ucp_wait(ucp_worker_h *workers, void *request)
         return;
     }
     while ((ucp_request_check_status(request) == UCS_INPROGRESS) &&
-           (now() < deadline)) {
+           (uct_test_now() < deadline)) {
         ucp_worker_progress(workers[0]);
         ucp_worker_progress(workers[1]);
     }
@@ -648,7 +445,7 @@ static void run_ucp(void)
 
     ucp_config_read(NULL, NULL, &config);
     if (ucp_init(&params, config, &context) != UCS_OK) {
-        die("ucp_init", UCS_ERR_NO_DEVICE);
+        uct_test_die("ucp_init", UCS_ERR_NO_DEVICE);
     }
     ucp_config_release(config);
 
@@ -660,7 +457,7 @@ static void run_ucp(void)
         ucp_ep_params_t ep_params = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
                                      .address    = addr[1 - i]};
         if (ucp_ep_create(workers[i], &ep_params, &eps[i]) != UCS_OK) {
-            die("ucp_ep_create", UCS_ERR_UNREACHABLE);
+            uct_test_die("ucp_ep_create", UCS_ERR_UNREACHABLE);
         }
     }
 
@@ -671,13 +468,13 @@ static void run_ucp(void)
         gpu[i]          = gpu_alloc(SIZE);
         mparams.address = gpu[i];
         if (ucp_mem_map(context, &mparams, &mem[i]) != UCS_OK) {
-            die("ucp_mem_map", UCS_ERR_IO_ERROR);
+            uct_test_die("ucp_mem_map", UCS_ERR_IO_ERROR);
         }
     }
 
     ucp_rkey_pack(context, mem[1], &rkey_buf, &rkey_size);
     if (ucp_ep_rkey_unpack(eps[0], rkey_buf, &rkey) != UCS_OK) {
-        die("ucp_ep_rkey_unpack", UCS_ERR_INVALID_PARAM);
+        uct_test_die("ucp_ep_rkey_unpack", UCS_ERR_INVALID_PARAM);
     }
     ucp_rkey_buffer_release(rkey_buf);
 
@@ -685,13 +482,15 @@ static void run_ucp(void)
     ucp_wait(workers, ucp_put_nbx(eps[0], gpu[0], SIZE, (uintptr_t)gpu[1],
                                   rkey, &rparam));
     ucp_wait(workers, ucp_ep_flush_nbx(eps[0], &rparam));
-    check(gpu_equals(gpu[1], SIZE, 5), "UCP put GPU -> GPU, %d bytes", SIZE);
+    uct_test_check(gpu_equals(gpu[1], SIZE, 5), "UCP put GPU -> GPU, %d bytes",
+                   SIZE);
 
     gpu_fill(gpu[1], SIZE, 6);
     ucp_wait(workers, ucp_get_nbx(eps[0], gpu[0], SIZE, (uintptr_t)gpu[1],
                                   rkey, &rparam));
     ucp_wait(workers, ucp_ep_flush_nbx(eps[0], &rparam));
-    check(gpu_equals(gpu[0], SIZE, 6), "UCP get GPU <- GPU, %d bytes", SIZE);
+    uct_test_check(gpu_equals(gpu[0], SIZE, 6), "UCP get GPU <- GPU, %d bytes",
+                   SIZE);
 
     ucp_rkey_destroy(rkey);
     for (i = 0; i < 2; ++i) {
@@ -709,7 +508,7 @@ static void run_ucp(void)
 
 int main(int argc, char **argv)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
+    uct_test_init("uct_gpu", TIMEOUT_S);
     if (uct_rc_gdr_cuda_init() != UCS_OK) {
         printf("SKIP uct_gpu: no CUDA driver (set RC_GDR_CUDA_LIBRARY, or "
                ". contrib/env.sh --emulated-gpu)\n0 passed, 0 failed\n");
@@ -719,7 +518,7 @@ int main(int argc, char **argv)
     {
         uct_rc_gdr_cuda_ctx_h ctx;
         if (uct_rc_gdr_cuda_ctx_activate(0, &ctx) != UCS_OK) {
-            die("primary context of GPU 0", UCS_ERR_NO_DEVICE);
+            uct_test_die("primary context of GPU 0", UCS_ERR_NO_DEVICE);
         }
     }
 
@@ -739,6 +538,5 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    printf("%d passed, %d failed\n", g_passed, g_failed);
-    return (g_failed == 0) ? 0 : 1;
+    return uct_test_summary();
 }
