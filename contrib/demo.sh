@@ -6,7 +6,10 @@
 #   2. why GDR is or is not used here (the capability chain);
 #   3. rc_gdr carrying data: UCT operations checked byte for byte, then
 #      ucx_perftest over rc_gdr, UCP choosing rc_gdr, and Open MPI over it;
-#   4. the same traffic with UCX's own rc_verbs, for comparison.
+#   4. the same traffic with UCX's own rc_verbs, for comparison;
+#   5. GPU memory, with the project's stand-in CUDA driver (EMULATED: no
+#      machine here has a GPU and an RDMA NIC): why the GDR lane is chosen,
+#      then GPU buffers over the GDR lane and over the bounce lane.
 #
 # Usage: contrib/demo.sh
 #
@@ -81,3 +84,20 @@ perftest_pair rc_verbs "get -D zcopy" 65536 300
 perftest_pair rc_verbs am_lat 8 1000
 say "Soft-RoCE under qemu TCG is slow and noisy: compare ratios, not absolutes"
 say "(contrib/bench-rc.sh runs the interleaved comparison with medians)."
+
+step "5. GPU memory, EMULATED (stand-in CUDA driver: host memory behind device pointers)"
+(
+    . contrib/env.sh --emulated-gpu build
+    say "The capability chain for GPU0 <-> rxe0 (rc_gdr_info, abridged):"
+    rc_gdr_info 2>/dev/null | sed -n '/<-> rxe0/,/^$/p' |
+        grep -E '<->|dmabuf_probe|peermem_registration|mechanism|distance|GDR|bounce' |
+        sed 's/^/    /'
+    say "GPU buffers over the GDR lane (peermem), UCT level:"
+    build/test/apps/uct_gpu uct rxe0:1 rxe1:1 2>&1 | grep -E '^(PASS|FAIL|lane)|passed' |
+        sed 's/^/      /'
+    say "The same with no registration mechanism allowed: the bounce lane (staging):"
+    UCX_RC_GDR_REG_METHODS=dmabuf build/test/apps/uct_gpu lanes rxe0:1 2>&1 |
+        grep -E '^lanes|rc_gdr:' | sed 's/^/      /'
+    UCX_RC_GDR_REG_METHODS=dmabuf build/test/apps/uct_bounce uct rxe0:1 rxe1:1 2>&1 |
+        grep -E '^counters|^FAIL|passed' | sed 's/^/      /'
+)

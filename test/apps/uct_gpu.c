@@ -15,6 +15,7 @@
  *                             memory matches LANE (gdr or bounce)
  *   uct_gpu flush A B READS   10 puts into GPU memory then one flush cause
  *                             exactly READS flush reads
+ *   uct_gpu memtypes DEV cuda|host  the md's memory types (any driver)
  *
  * Prints "PASS"/"FAIL" lines and "N passed, N failed".
  */
@@ -506,9 +507,44 @@ static void run_ucp(void)
 }
 
 
+/* What uct_md_query says the md registers and detects: cuda memory when a
+ * CUDA driver with a GPU is there, host memory only otherwise. Runs with or
+ * without a driver. */
+static void run_memtypes(const char *dev, const char *expect)
+{
+    uct_test_node_t a;
+    uct_md_attr_t attr;
+    int cuda;
+
+    memset(&a, 0, sizeof(a));
+    uct_test_md_open(&a, dev);
+    uct_md_query(a.md, &attr);
+    cuda = !!(attr.cap.reg_mem_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) &&
+           !!(attr.cap.detect_mem_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA));
+    printf("memory types: reg 0x%lx detect 0x%lx\n",
+           (unsigned long)attr.cap.reg_mem_types,
+           (unsigned long)attr.cap.detect_mem_types);
+    if (!strcmp(expect, "cuda")) {
+        uct_test_check(cuda, "with a CUDA driver: cuda memory registered and "
+                       "detected");
+    } else {
+        uct_test_check(!cuda && (attr.cap.reg_mem_types ==
+                                 UCS_BIT(UCS_MEMORY_TYPE_HOST)) &&
+                       (attr.cap.detect_mem_types == 0),
+                       "without a CUDA driver: host memory only");
+    }
+    uct_md_close(a.md);
+}
+
+
 int main(int argc, char **argv)
 {
     uct_test_init("uct_gpu", TIMEOUT_S);
+    if ((argc == 4) && !strcmp(argv[1], "memtypes")) {
+        run_memtypes(argv[2], argv[3]);
+        return uct_test_summary();
+    }
+
     if (uct_rc_gdr_cuda_init() != UCS_OK) {
         printf("SKIP uct_gpu: no CUDA driver (set RC_GDR_CUDA_LIBRARY, or "
                ". contrib/env.sh --emulated-gpu)\n0 passed, 0 failed\n");

@@ -144,6 +144,17 @@ test_gpu_info() {
         with_emulated_gpu rc_gdr_info --json --require-gdr > /dev/null
 }
 
+# uct_md_query: cuda among the registered and detected memory types with a
+# CUDA driver, host memory only without one.
+test_memtypes_host() {
+    RC_GDR_CUDA_LIBRARY=/nonexistent/libcuda.so.1 \
+        "$B/test/apps/uct_gpu" memtypes rxe0:1 host
+}
+
+test_memtypes_cuda() {
+    with_emulated_gpu "$B/test/apps/uct_gpu" memtypes rxe0:1 cuda
+}
+
 test_gpu_uct() {
     with_emulated_gpu "$B/test/apps/uct_gpu" uct rxe0:1 rxe1:1 > "$LOG/gpu.out"
     local rc=$?
@@ -281,6 +292,8 @@ run_test perftest_ucp_put_bw        perftest_ucp -t ucp_put_bw -s 65536 -n 100
 run_test perftest_ucp_get           perftest_ucp -t ucp_get -s 65536 -n 100
 run_test perftest_ucp_stream_bw     perftest_ucp -t stream_bw -s 65536 -n 100
 run_test mpi_2ranks_p2p_and_rma_verified test_mpi
+run_test md_memory_types_host_only_without_cuda test_memtypes_host
+run_test md_memory_types_cuda_with_cuda_driver  test_memtypes_cuda
 run_test gpu_emulated_info_dmabuf_refused_peermem_proven test_gpu_info
 run_test gpu_emulated_uct_put_get_and_reuse     test_gpu_uct
 run_test gpu_emulated_ucp_put_get               test_gpu_ucp
