@@ -452,7 +452,8 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
  * endpoint without the resources for its read, or with pending requests, is
  * not flushed yet: INPROGRESS, and the caller calls again after progress
  * (UCP takes NO_RESOURCE from an iface flush for a failure). */
-static ucs_status_t uct_rc_gdr_iface_flush(uct_iface_h tl_iface, unsigned flags,
+static ucs_status_t uct_rc_gdr_iface_flush(uct_iface_h tl_iface,
+                                           unsigned flags,
                                            uct_completion_t *comp)
 {
     uct_rc_gdr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_gdr_iface_t);
@@ -484,12 +485,19 @@ static ucs_status_t uct_rc_gdr_iface_fence(uct_iface_h tl_iface,
                                            unsigned flags)
 {
     uct_rc_gdr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_gdr_iface_t);
+    ucs_status_t status       = UCS_OK;
+    ucs_status_t ep_status;
     uct_rc_gdr_ep_t *ep;
 
+    /* Every endpoint is fenced; one that could not post its flush read
+     * says so, and the caller retries (fencing again is harmless). */
     ucs_list_for_each(ep, &iface->eps, list) {
-        uct_rc_gdr_ep_fence(&ep->super.super, flags);
+        ep_status = uct_rc_gdr_ep_fence(&ep->super.super, flags);
+        if (ep_status != UCS_OK) {
+            status = ep_status;
+        }
     }
-    return UCS_OK;
+    return status;
 }
 
 
