@@ -241,6 +241,21 @@ test_bounce_direction_policy() {
     [ "$rc" = 0 ]
 }
 
+# One direction on the GDR lane, the other bounced: the target's policy
+# travels in its rkey (NO_READ / NO_WRITE), and peers bounce accordingly,
+# the flush read still reaching GPUs that need it.
+test_one_direction() {
+    UCX_RC_GDR_NIC_READS_GPU=no with_emulated_gpu \
+        "$B/test/apps/uct_gpu" uct rxe0:1 rxe1:1 &&
+    UCX_RC_GDR_NIC_WRITES_GPU=no with_emulated_gpu \
+        "$B/test/apps/uct_gpu" uct rxe0:1 rxe1:1 &&
+    UCX_RC_GDR_NIC_READS_GPU=no UCX_TLS=rc_gdr,ud_verbs:aux,self \
+        with_emulated_gpu "$B/test/apps/uct_gpu" ucp &&
+    UCX_RC_GDR_NIC_READS_GPU=no UCX_RC_GDR_FLUSH=always \
+        UCX_TLS=rc_gdr,ud_verbs:aux,self \
+        with_emulated_gpu "$B/test/apps/uct_gpu" ucp
+}
+
 # Open MPI moving "GPU" buffers: point-to-point and one-sided, over the GDR
 # lane (peermem) and over the bounce lane, which must show staged bytes.
 test_mpi_gpu() {
@@ -308,6 +323,7 @@ run_test bounce_uct_put_get_gpu_either_side     test_bounce uct rxe0:1 rxe1:1
 run_test bounce_peer_killed_buffers_returned    test_bounce_peer_death
 run_test bounce_ucp_put_get_gpu                 test_bounce_ucp
 run_test bounce_when_policy_turns_gdr_off       test_bounce_direction_policy
+run_test gdr_one_direction_bounce_the_other     test_one_direction
 run_test mpi_2ranks_gpu_buffers_gdr_lane        test_mpi_gpu_gdr
 run_test mpi_2ranks_gpu_buffers_bounce_lane     test_mpi_gpu_bounce
 

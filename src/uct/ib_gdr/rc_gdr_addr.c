@@ -25,7 +25,8 @@
 #define UCT_RC_GDR_RKEY_MARKER   UCS_BIT(63)
 #define UCT_RC_GDR_RKEY_FLAGS_ALL \
     (UCT_RC_GDR_RKEY_FLAG_NIC | UCT_RC_GDR_RKEY_FLAG_GPU | \
-     UCT_RC_GDR_RKEY_FLAG_FLUSH_READ)
+     UCT_RC_GDR_RKEY_FLAG_FLUSH_READ | UCT_RC_GDR_RKEY_FLAG_NO_READ | \
+     UCT_RC_GDR_RKEY_FLAG_NO_WRITE)
 
 
 static void uct_rc_gdr_put_le(uint8_t *p, uint64_t value, unsigned bytes)

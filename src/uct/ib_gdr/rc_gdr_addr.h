@@ -50,7 +50,12 @@ typedef struct uct_rc_gdr_ep_addr {
 enum {
     UCT_RC_GDR_RKEY_FLAG_NIC        = UCS_BIT(0), /* a NIC key exists */
     UCT_RC_GDR_RKEY_FLAG_GPU        = UCS_BIT(1), /* target is GPU memory */
-    UCT_RC_GDR_RKEY_FLAG_FLUSH_READ = UCS_BIT(2)  /* target needs read-flush */
+    UCT_RC_GDR_RKEY_FLAG_FLUSH_READ = UCS_BIT(2), /* target needs read-flush */
+    /* The target's direction policy keeps its NIC from reading / writing
+     * this memory: such accesses take the bounce lane, the NIC key then
+     * doubling as the bounce token. */
+    UCT_RC_GDR_RKEY_FLAG_NO_READ    = UCS_BIT(3),
+    UCT_RC_GDR_RKEY_FLAG_NO_WRITE   = UCS_BIT(4)
 };
 
 
@@ -59,6 +64,17 @@ typedef struct uct_rc_gdr_rkey {
     uint32_t rkey;
     uint8_t  flags;            /* UCT_RC_GDR_RKEY_FLAG_xx */
 } uct_rc_gdr_rkey_t;
+
+
+/* Whether the remote NIC lets ours write (or read) this memory directly;
+ * when not, the target copies it (the bounce lane). */
+static inline int uct_rc_gdr_rkey_nic_allows(const uct_rc_gdr_rkey_t *rkey,
+                                             int is_write)
+{
+    return (rkey->flags & UCT_RC_GDR_RKEY_FLAG_NIC) &&
+           !(rkey->flags & (is_write ? UCT_RC_GDR_RKEY_FLAG_NO_WRITE :
+                                       UCT_RC_GDR_RKEY_FLAG_NO_READ));
+}
 
 
 size_t uct_rc_gdr_dev_addr_size(void);

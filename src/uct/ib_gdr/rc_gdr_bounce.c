@@ -1144,7 +1144,7 @@ int uct_rc_gdr_bounce_is_needed(uct_rc_gdr_ep_t *ep, int is_put,
         return 0; /* the ordinary path reports it */
     }
 
-    if (!(rkey.flags & UCT_RC_GDR_RKEY_FLAG_NIC)) {
+    if (!uct_rc_gdr_rkey_nic_allows(&rkey, is_put)) {
         return 1;
     }
 
@@ -1230,8 +1230,8 @@ uct_rc_gdr_bounce_start(uct_rc_gdr_bounce_ep_t *bep, int is_put,
 {
     uct_rc_gdr_iface_t *iface         = uct_rc_gdr_bounce_ep_iface(bep);
     uct_rc_gdr_bounce_iface_t *b      = iface->bounce;
-    int remote_keyless                = !(rkey->flags &
-                                          UCT_RC_GDR_RKEY_FLAG_NIC);
+    int remote_keyless                = !uct_rc_gdr_rkey_nic_allows(rkey,
+                                                                    is_put);
     uct_rc_gdr_stage_engine_t *engine = NULL;
     uct_rc_gdr_bounce_wire_t *wire    = NULL;
     uct_rc_gdr_bounce_xfer_t *xfer;
@@ -1400,7 +1400,7 @@ ucs_status_t uct_rc_gdr_bounce_zcopy(uct_rc_gdr_ep_t *ep, int is_put,
     }
 
     status = uct_rc_gdr_bounce_admit(ep,
-                                     !(rkey.flags & UCT_RC_GDR_RKEY_FLAG_NIC),
+                                     !uct_rc_gdr_rkey_nic_allows(&rkey, is_put),
                                      is_put, &bep);
     if (status != UCS_OK) {
         return status;

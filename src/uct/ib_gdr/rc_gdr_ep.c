@@ -164,7 +164,9 @@ static ucs_status_t uct_rc_gdr_ep_post_op(uct_rc_gdr_ep_t *ep,
 
 /* The NIC key of a remote buffer and its flags; rc_gdr's own encoding,
  * checked. */
-static ucs_status_t uct_rc_gdr_ep_remote_key(uct_rkey_t uct_rkey,
+/* The remote NIC key for writes (or reads); UCS_ERR_UNSUPPORTED when the
+ * target's NIC may not be used for that access: the bounce lane's case. */
+static ucs_status_t uct_rc_gdr_ep_remote_key(uct_rkey_t uct_rkey, int is_write,
                                              uct_rc_gdr_rkey_t *rkey_p)
 {
     uct_rc_gdr_rkey_t rkey;
@@ -175,9 +177,7 @@ static ucs_status_t uct_rc_gdr_ep_remote_key(uct_rkey_t uct_rkey,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    if (ucs_unlikely(!(rkey.flags & UCT_RC_GDR_RKEY_FLAG_NIC))) {
-        /* Remote memory without a NIC registration is reached only through
-         * the bounce lane. */
+    if (ucs_unlikely(!uct_rc_gdr_rkey_nic_allows(&rkey, is_write))) {
         return UCS_ERR_UNSUPPORTED;
     }
 
@@ -204,6 +204,13 @@ uct_rc_gdr_ep_flush_note_write(uct_rc_gdr_ep_t *ep,
 
     if (length == 0) {
         return; /* touched no memory */
+    }
+
+    if ((rkey->flags & UCT_RC_GDR_RKEY_FLAG_NO_READ) &&
+        !(rkey->flags & UCT_RC_GDR_RKEY_FLAG_FLUSH_READ)) {
+        /* The target's NIC may not read this memory, and its GPU does not
+         * need the read: "always" has nothing it may read here. */
+        return;
     }
 
     if (!uct_rc_gdr_flush_rkey_needs_read(iface->config.flush_mode,
@@ -300,7 +307,7 @@ ucs_status_t uct_rc_gdr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    status = uct_rc_gdr_ep_remote_key(rkey, &remote_key);
+    status = uct_rc_gdr_ep_remote_key(rkey, 1, &remote_key);
     if (ucs_unlikely(status == UCS_ERR_UNSUPPORTED)) {
         /* no NIC key at the target: the bounce lane's messages */
         return uct_rc_gdr_bounce_put_short(ep, buffer, length, remote_addr,
@@ -340,7 +347,7 @@ ssize_t uct_rc_gdr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     ucs_status_t status;
     size_t length;
 
-    status = uct_rc_gdr_ep_remote_key(rkey, &remote_key);
+    status = uct_rc_gdr_ep_remote_key(rkey, 1, &remote_key);
     if (ucs_unlikely(status == UCS_ERR_UNSUPPORTED)) {
         /* no NIC key at the target: the bounce lane's messages */
         return uct_rc_gdr_bounce_put_bcopy(ep, pack_cb, arg, remote_addr,
@@ -400,7 +407,8 @@ static ucs_status_t uct_rc_gdr_ep_rdma_zcopy(uct_rc_gdr_ep_t *ep,
                                        iovcnt, remote_addr, rkey, comp);
     }
 
-    status = uct_rc_gdr_ep_remote_key(rkey, &remote_key);
+    status = uct_rc_gdr_ep_remote_key(rkey, opcode == IBV_WR_RDMA_WRITE,
+                                      &remote_key);
     if (status != UCS_OK) {
         return status;
     }
@@ -464,7 +472,7 @@ ucs_status_t uct_rc_gdr_ep_get_bcopy(uct_ep_h tl_ep,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    status = uct_rc_gdr_ep_remote_key(rkey, &remote_key);
+    status = uct_rc_gdr_ep_remote_key(rkey, 0, &remote_key);
     if (ucs_unlikely(status == UCS_ERR_UNSUPPORTED)) {
         /* no NIC key at the target: the bounce lane's messages */
         return uct_rc_gdr_bounce_get_bcopy(ep, unpack_cb, arg, length,
@@ -694,7 +702,12 @@ static ucs_status_t uct_rc_gdr_ep_atomic(uct_rc_gdr_ep_t *ep,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    status = uct_rc_gdr_ep_remote_key(rkey, &remote_key);
+    /* An atomic reads and writes: both must be the NIC's to do. */
+    status = uct_rc_gdr_ep_remote_key(rkey, 1, &remote_key);
+    if ((status == UCS_OK) &&
+        !uct_rc_gdr_rkey_nic_allows(&remote_key, 0)) {
+        status = UCS_ERR_UNSUPPORTED;
+    }
     if (status != UCS_OK) {
         return status;
     }

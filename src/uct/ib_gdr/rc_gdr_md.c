@@ -226,7 +226,12 @@ static int uct_rc_gdr_md_gpu_access(const uct_rc_gdr_md_gpu_t *gpu)
         access |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                   IBV_ACCESS_REMOTE_ATOMIC;
     }
-    if (UCT_RC_GDR_LANE_IS_GDR(gpu->lane[UCT_RC_GDR_DIR_NIC_READS_GPU])) {
+    /* Writes into a GPU that needs a read-flush are followed by a read of
+     * a few bytes of this memory: the NIC must be able to make it even when
+     * bulk reads bounce (the rkey's NO_READ flag keeps them off the NIC). */
+    if (UCT_RC_GDR_LANE_IS_GDR(gpu->lane[UCT_RC_GDR_DIR_NIC_READS_GPU]) ||
+        (gpu->flush_read &&
+         UCT_RC_GDR_LANE_IS_GDR(gpu->lane[UCT_RC_GDR_DIR_NIC_WRITES_GPU]))) {
         access |= IBV_ACCESS_REMOTE_READ;
     }
     return access;
@@ -299,26 +304,42 @@ static ucs_status_t uct_rc_gdr_md_reg_dmabuf(uct_rc_gdr_md_t *md,
 }
 
 
+/*
+ * Makes a region reachable by peers' bounce-lane messages. @a token 0: a
+ * fresh one (a bounce registration has no NIC key to offer); otherwise the
+ * region's NIC key, which its rkey already carries.
+ */
 static ucs_status_t uct_rc_gdr_md_token_add(uct_rc_gdr_md_t *md,
                                             uct_rc_gdr_rcache_region_t *region,
-                                            uct_rc_gdr_mr_t *gdr_mr)
+                                            uct_rc_gdr_mr_t *gdr_mr,
+                                            uint32_t token)
 {
+    ucs_status_t status = UCS_OK;
     khiter_t iter;
     int ret;
 
     pthread_mutex_lock(&md->token_lock);
-    do {
-        gdr_mr->token = ++md->next_token;
-    } while ((gdr_mr->token == 0) ||
-             (kh_get(uct_rc_gdr_token, &md->tokens, gdr_mr->token) !=
-              kh_end(&md->tokens)));
-    iter = kh_put(uct_rc_gdr_token, &md->tokens, gdr_mr->token, &ret);
-    if (ret != -1) {
+    if (token == 0) {
+        do {
+            token = ++md->next_token;
+        } while ((token == 0) ||
+                 (kh_get(uct_rc_gdr_token, &md->tokens, token) !=
+                  kh_end(&md->tokens)));
+    }
+
+    iter = kh_put(uct_rc_gdr_token, &md->tokens, token, &ret);
+    if (ret == -1) {
+        status = UCS_ERR_NO_MEMORY;
+    } else if (ret == 0) {
+        ucs_error("rc_gdr: %s: NIC key 0x%x is already a bounce token",
+                  md->name, token);
+        status = UCS_ERR_ALREADY_EXISTS;
+    } else {
         kh_value(&md->tokens, iter) = region;
-        ++md->stats.bounce_regs;
+        gdr_mr->token               = token;
     }
     pthread_mutex_unlock(&md->token_lock);
-    return (ret == -1) ? UCS_ERR_NO_MEMORY : UCS_OK;
+    return status;
 }
 
 
@@ -413,10 +434,33 @@ uct_rc_gdr_md_region_reg_gpu(uct_rc_gdr_md_t *md,
     default:
         /* A bounce registration succeeds without a NIC key, and says so in
          * its rkey: the bounce lane moves this memory. */
-        return uct_rc_gdr_md_token_add(md, region, gdr_mr);
+        status = uct_rc_gdr_md_token_add(md, region, gdr_mr, 0);
+        if (status == UCS_OK) {
+            ++md->stats.bounce_regs;
+        }
+        return status;
     }
 
     gdr_mr->rkey_flags |= UCT_RC_GDR_RKEY_FLAG_NIC;
+    if (!UCT_RC_GDR_LANE_IS_GDR(gpu->lane[UCT_RC_GDR_DIR_NIC_READS_GPU])) {
+        gdr_mr->rkey_flags |= UCT_RC_GDR_RKEY_FLAG_NO_READ;
+    }
+    if (!UCT_RC_GDR_LANE_IS_GDR(gpu->lane[UCT_RC_GDR_DIR_NIC_WRITES_GPU])) {
+        gdr_mr->rkey_flags |= UCT_RC_GDR_RKEY_FLAG_NO_WRITE;
+    }
+
+    /* One direction only is the NIC's: peers bounce the other one, naming
+     * the region by its NIC key. */
+    if (gdr_mr->rkey_flags & (UCT_RC_GDR_RKEY_FLAG_NO_READ |
+                              UCT_RC_GDR_RKEY_FLAG_NO_WRITE)) {
+        status = uct_rc_gdr_md_token_add(md, region, gdr_mr,
+                                         gdr_mr->mr->rkey);
+        if (status != UCS_OK) {
+            ibv_dereg_mr(gdr_mr->mr);
+            gdr_mr->mr = NULL;
+            return status;
+        }
+    }
     return UCS_OK;
 }
 
@@ -456,13 +500,17 @@ uct_rc_gdr_md_region_dereg(void *arg, uct_rc_gdr_rcache_region_t *region)
     khiter_t iter;
     int ret;
 
-    if (gdr_mr->mr == NULL) {
+    if (gdr_mr->token != 0) {
         pthread_mutex_lock(&md->token_lock);
         iter = kh_get(uct_rc_gdr_token, &md->tokens, gdr_mr->token);
         if (iter != kh_end(&md->tokens)) {
             kh_del(uct_rc_gdr_token, &md->tokens, iter);
         }
         pthread_mutex_unlock(&md->token_lock);
+        gdr_mr->token = 0;
+    }
+
+    if (gdr_mr->mr == NULL) {
         return;
     }
 
