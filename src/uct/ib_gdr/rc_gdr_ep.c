@@ -649,6 +649,25 @@ ucs_status_t uct_rc_gdr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
 }
 
 
+/* The endpoint has something to do once resources come back. */
+static void uct_rc_gdr_ep_mark_busy(uct_rc_gdr_ep_t *ep)
+{
+    if (!(ep->flags & UCT_RC_GDR_EP_FLAG_BUSY)) {
+        ep->flags |= UCT_RC_GDR_EP_FLAG_BUSY;
+        ucs_list_add_tail(&uct_rc_gdr_ep_iface(ep)->busy_eps, &ep->busy_link);
+    }
+}
+
+
+static void uct_rc_gdr_ep_mark_idle(uct_rc_gdr_ep_t *ep)
+{
+    if (ep->flags & UCT_RC_GDR_EP_FLAG_BUSY) {
+        ep->flags &= ~UCT_RC_GDR_EP_FLAG_BUSY;
+        ucs_list_del(&ep->busy_link);
+    }
+}
+
+
 /* Returns the credits we owe in a message of its own, when no AM of ours
  * would carry them soon enough for the peer. */
 void uct_rc_gdr_ep_grant_credits(uct_rc_gdr_ep_t *ep)
@@ -658,9 +677,13 @@ void uct_rc_gdr_ep_grant_credits(uct_rc_gdr_ep_t *ep)
     uct_rc_gdr_op_t *op;
 
     if ((ep->fc_to_return < ucs_max(iface->config.fc_wnd_size / 2, 1u)) ||
-        (ep->flags & UCT_RC_GDR_EP_FLAG_DESTROYED) ||
-        (uct_rc_gdr_ep_check_tx(ep, 0) != UCS_OK) ||
+        (ep->flags & UCT_RC_GDR_EP_FLAG_DESTROYED)) {
+        return;
+    }
+
+    if ((uct_rc_gdr_ep_check_tx(ep, 0) != UCS_OK) ||
         (uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 0, &op) != UCS_OK)) {
+        uct_rc_gdr_ep_mark_busy(ep); /* retried when resources return */
         return;
     }
 
@@ -1126,6 +1149,7 @@ ucs_status_t uct_rc_gdr_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
     }
 
     ucs_queue_push(&ep->pending, uct_pending_req_priv_queue_elem(req));
+    uct_rc_gdr_ep_mark_busy(ep);
     return UCS_OK;
 }
 
@@ -1167,6 +1191,12 @@ void uct_rc_gdr_ep_dispatch_pending(uct_rc_gdr_ep_t *ep)
             break;
         }
         ucs_queue_pull_non_empty(&ep->pending);
+    }
+
+    if (ucs_queue_is_empty(&ep->pending) &&
+        (ep->fc_to_return <
+         ucs_max(uct_rc_gdr_ep_iface(ep)->config.fc_wnd_size / 2, 1u))) {
+        uct_rc_gdr_ep_mark_idle(ep);
     }
 }
 
@@ -1446,6 +1476,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_gdr_ep_t)
     int ret;
 
     uct_rc_gdr_ep_pending_purge(&self->super.super, NULL, NULL);
+    uct_rc_gdr_ep_mark_idle(self);
 
     ret = ibv_destroy_qp(self->qp);
     if (ret != 0) {
@@ -1493,6 +1524,7 @@ void uct_rc_gdr_ep_destroy(uct_ep_h tl_ep)
     uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
 
     uct_rc_gdr_ep_pending_purge(tl_ep, NULL, NULL);
+    uct_rc_gdr_ep_mark_idle(ep);
     if (ep->num_outstanding == 0) {
         UCS_CLASS_DELETE(uct_rc_gdr_ep_t, ep);
         return;

@@ -28,7 +28,8 @@ enum {
     UCT_RC_GDR_EP_FLAG_DESTROYED  = UCS_BIT(3), /* zombie: user let go */
     UCT_RC_GDR_EP_FLAG_ERR_RAISED = UCS_BIT(4), /* error handler called */
     UCT_RC_GDR_EP_FLAG_FLUSH_READ = UCS_BIT(5), /* next flush reads first */
-    UCT_RC_GDR_EP_FLAG_WRITTEN    = UCS_BIT(6)  /* written since last read */
+    UCT_RC_GDR_EP_FLAG_WRITTEN    = UCS_BIT(6), /* written since last read */
+    UCT_RC_GDR_EP_FLAG_BUSY       = UCS_BIT(7)  /* on iface->busy_eps */
 };
 
 
@@ -36,6 +37,7 @@ struct uct_rc_gdr_ep {
     uct_base_ep_t             super;
     struct ibv_qp             *qp;
     ucs_list_link_t           list;         /* iface->eps or ->zombies */
+    ucs_list_link_t           busy_link;    /* iface->busy_eps */
     ucs_queue_head_t          outstanding;  /* uct_rc_gdr_op_t, post order */
     ucs_queue_head_t          pending;      /* uct_pending_req_t */
     unsigned                  num_outstanding; /* work requests in flight */

@@ -439,7 +439,7 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
     count += uct_rc_gdr_bounce_progress(iface);
 
     if (count > 0) {
-        ucs_list_for_each_safe(ep, tmp, &iface->eps, list) {
+        ucs_list_for_each_safe(ep, tmp, &iface->busy_eps, busy_link) {
             uct_rc_gdr_ep_dispatch_pending(ep);
         }
     }
@@ -631,6 +631,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
     self->stats.size           = sizeof(self->stats);
     ucs_list_head_init(&self->eps);
     ucs_list_head_init(&self->zombies);
+    ucs_list_head_init(&self->busy_eps);
     kh_init_inplace(uct_rc_gdr_qpn, &self->eps_by_qpn);
 
     self->send_cq = ibv_create_cq(md->ibv_ctx, config->tx_cq_len, NULL, NULL,

@@ -131,6 +131,9 @@ typedef struct uct_rc_gdr_iface {
     khash_t(uct_rc_gdr_qpn)   eps_by_qpn;
     ucs_list_link_t           eps;        /* every live endpoint */
     ucs_list_link_t           zombies;    /* destroyed, completions due */
+    ucs_list_link_t           busy_eps;   /* pending requests or credits
+                                             owed: progress visits these
+                                             only, not every endpoint */
     unsigned                  tx_cq_avail;
     unsigned                  rx_posted;
     struct {
