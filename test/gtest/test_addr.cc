@@ -78,7 +78,7 @@ TEST_F(test_rc_gdr_addr, dev_addr_round_trip)
 
 TEST_F(test_rc_gdr_addr, ep_addr_round_trip)
 {
-    uct_rc_gdr_ep_addr_t in = {0xabcdef, 5, UCT_RC_GDR_EP_ADDR_FLAG_FLUSH_READ};
+    uct_rc_gdr_ep_addr_t in = {0xabcdef, 5, 0};
     uct_rc_gdr_ep_addr_t out;
     std::vector<uint8_t> blob(uct_rc_gdr_ep_addr_size());
 

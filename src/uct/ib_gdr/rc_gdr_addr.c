@@ -161,7 +161,7 @@ ucs_status_t uct_rc_gdr_ep_addr_unpack(const void *buffer, size_t length,
 
     /* IBV_MTU_256 .. IBV_MTU_4096 are 1..5 */
     if ((p[4] < 1) || (p[4] > 5) ||
-        (p[5] & ~UCT_RC_GDR_EP_ADDR_FLAG_FLUSH_READ)) {
+        (p[5] != 0)) {
         ucs_error("rc_gdr: endpoint address has invalid mtu %u or flags 0x%x",
                   p[4], p[5]);
         return UCS_ERR_INVALID_PARAM;

@@ -32,18 +32,11 @@ typedef struct uct_rc_gdr_dev_addr {
 } uct_rc_gdr_dev_addr_t;
 
 
-enum {
-    /* The target GPU memory behind this QP needs a read to make writes
-     * visible (DESIGN section 3, "Flush-by-RDMA-read"). */
-    UCT_RC_GDR_EP_ADDR_FLAG_FLUSH_READ = UCS_BIT(0)
-};
-
-
 /* QP identity: unpacked form of the endpoint address. */
 typedef struct uct_rc_gdr_ep_addr {
     uint32_t qp_num;           /* 24 bits on the wire */
     uint8_t  path_mtu;         /* enum ibv_mtu of the peer's port */
-    uint8_t  flags;            /* UCT_RC_GDR_EP_ADDR_FLAG_xx */
+    uint8_t  flags;            /* none defined yet: must be 0 */
 } uct_rc_gdr_ep_addr_t;
 
 

@@ -1383,7 +1383,6 @@ ucs_status_t uct_rc_gdr_ep_connect_to_ep(uct_ep_h tl_ep,
         return UCS_ERR_IO_ERROR;
     }
 
-    ep->remote_flags = remote_ep.flags;
     ep->flags       |= UCT_RC_GDR_EP_FLAG_CONNECTED;
     ucs_debug("rc_gdr: QP 0x%x connected to QP 0x%x", ep->qp->qp_num,
               remote_ep.qp_num);
@@ -1454,7 +1453,6 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_ep_t, const uct_ep_params_t *params)
     self->fc_credits      = iface->config.fc_wnd_size;
     self->fc_to_return    = 0;
     self->flags           = 0;
-    self->remote_flags    = 0;
     self->status          = UCS_OK;
     memset(&self->flush, 0, sizeof(self->flush));
     self->bounce          = NULL;

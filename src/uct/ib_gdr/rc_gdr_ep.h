@@ -47,7 +47,6 @@ struct uct_rc_gdr_ep {
     int                       fc_credits;   /* messages we may still send */
     unsigned                  fc_to_return; /* peer's messages consumed */
     uint8_t                   flags;        /* UCT_RC_GDR_EP_FLAG_xx */
-    uint8_t                   remote_flags; /* UCT_RC_GDR_EP_ADDR_FLAG_xx */
     ucs_status_t              status;       /* why it failed */
     struct {
         uint64_t              remote_addr;  /* where the next flush reads */
