@@ -9,6 +9,8 @@
  *                                        must see an error within SEC
  *   uct_verify bad-address DEV           corrupt endpoint/device addresses
  *                                        and remote keys are refused
+ *   uct_verify pending-connect DEV_A DEV_B  a request queued before the
+ *                                        connection goes out after it
  *
  * Prints one "PASS name" / "FAIL name" line per check and exits non-zero if
  * any check failed. ucx_perftest moves data but never looks at it: this
@@ -485,6 +487,69 @@ static int run_peer_death(const char *dev_a, const char *dev_b, double bound)
 }
 
 
+typedef struct {
+    uct_pending_req_t req;
+    uct_ep_h          ep;
+    int               done;
+} pending_am_t;
+
+
+static ucs_status_t pending_am_send(uct_pending_req_t *self)
+{
+    pending_am_t *p     = ucs_container_of(self, pending_am_t, req);
+    ucs_status_t status = uct_ep_am_short(p->ep, AM_ID, 0x5eed, NULL, 0);
+
+    p->done = (status == UCS_OK);
+    return status;
+}
+
+
+/*
+ * A request queued before the endpoint is connected (UCP does this during
+ * wire-up) must go out once it is, although no completion follows to wake
+ * the endpoint up.
+ */
+static void run_pending_connect(const char *dev_a, const char *dev_b)
+{
+    uct_test_node_t a, b, *nodes[2] = {&a, &b};
+    pending_am_t pending = {.done = 0};
+    uct_test_wire_t wa, wb;
+    ucs_status_t status;
+    double deadline;
+
+    node_open(&a, dev_a, 4096);
+    node_open(&b, dev_b, 4096);
+    pending.ep       = a.ep;
+    pending.req.func = pending_am_send;
+
+    status = uct_ep_am_short(a.ep, AM_ID, 0, NULL, 0);
+    uct_test_check(status == UCS_ERR_NO_RESOURCE,
+                   "an endpoint not yet connected has no resources (%s)",
+                   ucs_status_string(status));
+    status = uct_ep_pending_add(a.ep, &pending.req, 0);
+    uct_test_check(status == UCS_OK, "the request is queued (%s)",
+                   ucs_status_string(status));
+
+    uct_test_node_wire(&a, &wa);
+    uct_test_node_wire(&b, &wb);
+    uct_test_node_connect(&a, &wb);
+    uct_test_node_connect(&b, &wa);
+
+    g_am_count = 0;
+    deadline   = uct_test_now() + 10.0;
+    while ((!pending.done || (g_am_count == 0)) &&
+           (uct_test_now() < deadline)) {
+        uct_test_progress(nodes, 2);
+    }
+    uct_test_check(pending.done && (g_am_count == 1),
+                   "after connecting, progress sends it (sent %d, arrived %d)",
+                   pending.done, g_am_count);
+
+    uct_test_node_close(&a);
+    uct_test_node_close(&b);
+}
+
+
 int main(int argc, char **argv)
 {
     uct_test_init("uct_verify", OP_TIMEOUT_S);
@@ -495,10 +560,12 @@ int main(int argc, char **argv)
         run_peer_death(argv[2], argv[3], atof(argv[4]));
     } else if ((argc == 3) && !strcmp(argv[1], "bad-address")) {
         run_bad_address(argv[2]);
+    } else if ((argc == 4) && !strcmp(argv[1], "pending-connect")) {
+        run_pending_connect(argv[2], argv[3]);
     } else {
         fprintf(stderr,
                 "usage: %s data DEV_A DEV_B | peer-death DEV_A DEV_B SEC | "
-                "bad-address DEV\n", argv[0]);
+                "bad-address DEV | pending-connect DEV_A DEV_B\n", argv[0]);
         return 2;
     }
 

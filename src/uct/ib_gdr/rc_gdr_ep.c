@@ -59,13 +59,9 @@ static ucs_status_t uct_rc_gdr_ep_post(uct_rc_gdr_ep_t *ep,
     struct ibv_send_wr *bad_wr;
     int ret;
 
-    /* RDMA writes nobody waits for report only every tx_cq_moderation-th
-     * time: that completion retires all those before it. Everything else
-     * reports: sends too, since with soft-RoCE, unsignaled sends into the
-     * peer's shared receive queue stalled UCP's multi-fragment eager
-     * protocol (tag_bw and stream_bw at 40 KiB and up never finished). */
+    /* Writes and sends nobody waits for report only every
+     * tx_cq_moderation-th time: that completion retires all before it. */
     op->signaled   |= (op->comp != NULL) || (op->type != UCT_RC_GDR_OP_SEND) ||
-                      (wr->opcode != IBV_WR_RDMA_WRITE) ||
                       (ep->unsignaled + 1 >= iface->config.tx_cq_moderation);
     wr->wr_id       = (uintptr_t)op;
     wr->next        = NULL;

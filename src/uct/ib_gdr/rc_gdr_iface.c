@@ -36,9 +36,9 @@ ucs_config_field_t uct_rc_gdr_iface_config_table[] = {
      UCS_CONFIG_TYPE_UINT},
 
     {"TX_CQ_MODERATION", "64",
-     "RDMA writes nobody waits for between two that report a completion: "
-     "one completion retires every request before it (at most half of "
-     "TX_QUEUE_LEN). Sends, reads, atomics and requests whose completion "
+     "Writes and sends nobody waits for between two that report a "
+     "completion: one completion retires every request before it (at most "
+     "half of TX_QUEUE_LEN). Reads, atomics and requests whose completion "
      "the user waits for always report.",
      ucs_offsetof(uct_rc_gdr_iface_config_t, tx_cq_moderation),
      UCS_CONFIG_TYPE_UINT},
@@ -438,10 +438,11 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
 
     count += uct_rc_gdr_bounce_progress(iface);
 
-    if (count > 0) {
-        ucs_list_for_each_safe(ep, tmp, &iface->busy_eps, busy_link) {
-            uct_rc_gdr_ep_dispatch_pending(ep);
-        }
+    /* Not only after completions: a connection or credits can give an
+     * endpoint resources back without one (a request queued before the
+     * endpoint was connected waited forever when nothing else completed). */
+    ucs_list_for_each_safe(ep, tmp, &iface->busy_eps, busy_link) {
+        uct_rc_gdr_ep_dispatch_pending(ep);
     }
 
     return count;
