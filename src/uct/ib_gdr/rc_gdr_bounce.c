@@ -379,43 +379,13 @@ static ucs_status_t uct_rc_gdr_bounce_copy_h2d(uct_rc_gdr_bounce_iface_t *b,
 }
 
 
-/*
- * What a peer names, checked by the md (a live token, the range inside its
- * registration) and here once more for an address past the end of the
- * registration, which uct_rc_gdr_md_bounce_target() lets through as of this
- * writing (its end - address wraps). Nothing is touched before this passed.
- */
+/* What a peer names: a live token, the range inside its registration
+ * (checked by the md). Nothing is touched before this passed. */
 static ucs_status_t uct_rc_gdr_bounce_target(uct_rc_gdr_bounce_iface_t *b,
                                              uint32_t token, uint64_t address,
                                              uint64_t length, int *gpu_p)
 {
-    uct_rc_gdr_md_t *md = b->md;
-    uct_rc_gdr_rcache_region_t *region;
-    ucs_status_t status;
-    khiter_t iter;
-    int inside = 0;
-
-    status = uct_rc_gdr_md_bounce_target(md, token, address, length, gpu_p);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    pthread_mutex_lock(&md->token_lock);
-    iter = kh_get(uct_rc_gdr_token, &md->tokens, token);
-    if (iter != kh_end(&md->tokens)) {
-        region = kh_value(&md->tokens, iter);
-        inside = (address >= region->start) && (address <= region->end) &&
-                 (length <= region->end - address);
-    }
-    pthread_mutex_unlock(&md->token_lock);
-
-    if (!inside) {
-        ucs_error("rc_gdr: %s: a peer named a range outside its bounce key "
-                  "0x%x for 0x%" PRIx64 "+%" PRIu64 ": refused", md->name,
-                  token, address, length);
-        return UCS_ERR_INVALID_ADDR;
-    }
-    return UCS_OK;
+    return uct_rc_gdr_md_bounce_target(b->md, token, address, length, gpu_p);
 }
 
 
