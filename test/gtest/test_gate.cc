@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_log.h"
+
 extern "C" {
 #include <uct/ib_gdr/rc_gdr_gate.h>
 #include <ucs/config/global_opts.h>
@@ -244,40 +246,6 @@ public:
 };
 
 
-/* Log lines, captured instead of printed */
-static std::vector<std::string> captured_log;
-
-static ucs_log_func_rc_t
-capture_log(const char *file, unsigned line, const char *function,
-            ucs_log_level_t level, const ucs_log_component_config_t *comp,
-            const char *message, va_list ap)
-{
-    char buf[1024];
-
-    vsnprintf(buf, sizeof(buf), message, ap);
-    captured_log.push_back(buf);
-    return UCS_LOG_FUNC_RC_STOP;
-}
-
-class log_capture {
-public:
-    log_capture(ucs_log_level_t level = UCS_LOG_LEVEL_WARN)
-    {
-        m_level = ucs_global_opts.log_component.log_level;
-        ucs_global_opts.log_component.log_level = level;
-        captured_log.clear();
-        ucs_log_push_handler(capture_log);
-    }
-
-    ~log_capture()
-    {
-        ucs_log_pop_handler();
-        ucs_global_opts.log_component.log_level = m_level;
-    }
-
-private:
-    ucs_log_level_t m_level;
-};
 
 
 TEST_F(test_rc_gdr_gate, all_checks_pass_dmabuf_first) {
