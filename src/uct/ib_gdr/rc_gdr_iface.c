@@ -507,8 +507,7 @@ static void uct_rc_gdr_iface_buf_init(uct_iface_h tl_iface, void *obj,
 {
     uct_rc_gdr_buf_t *buf = obj;
 
-    buf->lkey   = uct_rc_gdr_memh_lkey(memh);
-    buf->length = 0;
+    buf->lkey = uct_rc_gdr_memh_lkey(memh);
 }
 
 

@@ -52,11 +52,10 @@ typedef struct uct_rc_gdr_iface_config {
 } uct_rc_gdr_iface_config_t;
 
 
-/* A registered buffer of seg_size bytes (bcopy, AM, atomic results). */
+/* A registered buffer of seg_size bytes (bcopy, AM, atomic results); the
+ * data follows the header. */
 typedef struct uct_rc_gdr_buf {
     uint32_t                  lkey;
-    uint32_t                  length;
-    ucs_queue_elem_t          queue;      /* on an ep's held receives */
 } uct_rc_gdr_buf_t;
 
 
