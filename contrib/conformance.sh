@@ -1,0 +1,148 @@
+#!/bin/bash
+#
+# The conformance tier (DESIGN section 6, tier 4): UCX's own UCT test suites
+# (test/gtest/uct of the UCX source tree the build uses, with rc_gdr added to
+# the transport lists by contrib/conformance/ucx-1.13.1-rc_gdr.patch), run in
+# the soft-RoCE guest for rc_gdr and for rc_verbs, on both devices (rxe0:1
+# and rxe1:1). Crashes and hangs are counted per test, not fatal.
+#
+# Prints a per-suite table rc_gdr vs rc_verbs, every rc_gdr test that did not
+# pass with its reason and what rc_verbs did, and ends with one line
+# "N passed, N failed, N skipped" counted over rc_gdr's tests: a test is
+# failed when rc_gdr fails, crashes or hangs (or skips where rc_verbs passes),
+# unless rc_verbs fails it too (a limit of soft-RoCE: then skipped, and said
+# why) or it is listed in contrib/conformance/not-applicable.txt.
+#
+# Usage: contrib/conformance.sh [--core | --full] [options]
+#   --core          the CI subset (default): flush, cancel, pending, p2p
+#                   rma/am/err/mix, ep, peer failure, event and md suites
+#   --full          every suite built for rc_gdr and rc_verbs
+#   --filter PAT    only SUITE.TEST matching PAT (gtest syntax, e.g.
+#                   'uct_flush_test.*:test_uct_ep.*'); a PAT with '/' is
+#                   passed to gtest as it is
+#   --timeout S     per-test limit in seconds (default 60)
+#   --vm-timeout S  limit of the whole guest run (default 3000)
+#   --no-build      use build/ as it is (do not run contrib/build.sh)
+#   --out DIR       keep the raw results in DIR (default: a temporary
+#                   directory, removed at the end)
+#   --report DIR    only print the report of results kept with --out
+#
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+CONF=contrib/conformance
+MODE=core
+FILTER=""
+TIMEOUT=60
+VM_TIMEOUT=3000
+BUILD=1
+OUT=""
+REPORT_ONLY=0
+
+# The CI subset, as gtest suite patterns (the transport prefix is added).
+CORE_SUITES="uct_flush_test uct_cancel_test test_uct_pending
+             uct_p2p_rma_test uct_p2p_am_* uct_p2p_err_test uct_p2p_mix_test
+             test_uct_ep test_uct_peer_failure* test_uct_event test_md*"
+# gtest prefixes: the transports, and the md components (rc_verbs' md is ib)
+PREFIXES="rc_gdr rc_verbs ib"
+
+usage() { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+die() { echo "conformance: $*" >&2; exit 2; }
+
+parse_args() {
+    while [ $# -gt 0 ]; do
+        case $1 in
+        --core)       MODE=core ;;
+        --full)       MODE=full ;;
+        --filter)     [ $# -ge 2 ] || die "--filter needs a pattern"
+                      FILTER=$2; shift ;;
+        --timeout|--vm-timeout)
+                      [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] ||
+                          die "$1 needs a number of seconds"
+                      if [ "$1" = --timeout ]; then TIMEOUT=$2
+                      else VM_TIMEOUT=$2; fi
+                      shift ;;
+        --no-build)   BUILD=0 ;;
+        --out)        [ $# -ge 2 ] || die "--out needs a directory"
+                      OUT=$2; shift ;;
+        --report)     [ $# -ge 2 ] || die "--report needs a directory"
+                      OUT=$2; REPORT_ONLY=1; shift ;;
+        -h|--help)    usage; exit 0 ;;
+        *)            usage >&2; exit 2 ;;
+        esac
+        shift
+    done
+}
+
+# The gtest filter: each suite pattern under each prefix.
+gtest_filter() {
+    local pats=() p pre out=""
+    if [ -n "$FILTER" ]; then
+        if [[ $FILTER == */* ]]; then
+            echo "$FILTER"
+            return
+        fi
+        IFS=: read -ra pats <<< "$FILTER"
+    elif [ "$MODE" = core ]; then
+        for p in $CORE_SUITES; do pats+=("$p.*"); done
+    else
+        pats=("*")
+    fi
+    for pre in $PREFIXES; do
+        for p in "${pats[@]}"; do
+            out="$out${out:+:}$pre/$p"
+        done
+    done
+    echo "$out"
+}
+
+run_guest() { # GTEST
+    local rc=0
+    echo "== conformance ($MODE${FILTER:+, filter $FILTER}): UCX's UCT gtest" \
+         "in the soft-RoCE guest, ${TIMEOUT} s per test"
+    contrib/rxe-vm.sh --timeout "$VM_TIMEOUT" --rw "$OUT" -- \
+        "$CONF/run-guest.sh" "$1" "$OUT" "$(gtest_filter)" "$TIMEOUT" ||
+        rc=$?
+    if [ "$rc" != 0 ]; then
+        echo "conformance: the guest run ended with status $rc" \
+             "(124: the whole run timed out); tests that did not run are" \
+             "counted as crashed"
+    fi
+    # tests listed but with no result (the guest run ended early)
+    if [ -f "$OUT/tests.txt" ]; then
+        cut -f1 "$OUT/results.tsv" | sort > "$OUT/done.txt"
+        grep -vxF -f "$OUT/done.txt" "$OUT/tests.txt" |
+            awk '{ printf "%s\tcrashed\t\tno result: the guest run ended\n", $0 }' \
+            >> "$OUT/results.tsv" || true
+    fi
+}
+
+main() {
+    local gtest t0=$SECONDS keep=1 rc=0
+    parse_args "$@"
+    if [ -z "$OUT" ]; then
+        OUT=$(mktemp -d /tmp/rc_gdr_conformance.XXXXXX)
+        keep=0
+    fi
+    mkdir -p "$OUT"
+    OUT=$(cd "$OUT" && pwd)
+
+    if [ "$REPORT_ONLY" = 0 ]; then
+        if [ "$BUILD" = 1 ]; then
+            contrib/build.sh
+        fi
+        gtest=$("$CONF/build-gtest.sh" --print-path)
+        printf 'gtest\t%s\n' "$gtest" > "$OUT/binaries.tsv"
+        rm -rf "$OUT/logs" "$OUT"/batch*.log
+        : > "$OUT/results.tsv"
+        run_guest "$gtest"
+        echo "conformance: $((SECONDS - t0)) s in all"
+    fi
+    "$CONF/report.sh" "$OUT" "$CONF/not-applicable.txt" || rc=$?
+    if [ "$keep" = 0 ]; then
+        rm -rf "$OUT"
+    fi
+    return "$rc"
+}
+
+main "$@"

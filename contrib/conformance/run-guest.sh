@@ -1,0 +1,188 @@
+#!/bin/bash
+#
+# The conformance tier's runner inside the soft-RoCE guest (started by
+# contrib/conformance.sh through contrib/rxe-vm.sh), from the repository root,
+# with rc_gdr preloaded (contrib/env.sh).
+#
+# Runs UCX's gtest binary on the tests that FILTER selects, all in one
+# process while they pass, and survives crashes and hangs: UCX's own watchdog
+# (-t) aborts a test that runs longer than TIMEOUT seconds, a monitor here
+# kills a process whose tests stop advancing, and the run resumes after the
+# test that took the process down. Writes OUTDIR/results.tsv, one line per
+# test:
+#
+#   NAME <tab> passed|failed|skipped|crashed|hung <tab> ms <tab> REASON
+#
+# and the output of every test that did not pass to OUTDIR/logs/.
+#
+# Usage: contrib/conformance/run-guest.sh GTEST OUTDIR FILTER TIMEOUT
+#
+set -uo pipefail
+
+GTEST=$1
+OUT=$2
+FILTER=$3
+TIMEOUT=$4
+GRACE=30        # the monitor's margin over UCX's watchdog
+
+log() { echo "conformance: $*"; }
+
+# Runs the gtest binary on the tests named in the file $1 (one per line),
+# output to $2; kills it when no test has started or finished for
+# TIMEOUT + GRACE seconds. Returns 124 when it had to.
+run_batch() {
+    local list=$1 blog=$2 pid last=-1 now count stalled=0 rc
+    setsid "$GTEST" -t "$TIMEOUT" \
+        --gtest_filter="$(paste -sd: "$list")" > "$blog" 2>&1 &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+        sleep 2
+        count=$(grep -c '^\[ \(RUN \|      OK\|  FAILED\) ' "$blog")
+        now=$SECONDS
+        if [ "$count" != "$last" ]; then
+            last=$count stalled=$now
+        elif [ $((now - stalled)) -gt $((TIMEOUT + GRACE)) ]; then
+            echo "conformance-watchdog: no progress for $((now - stalled)) s," \
+                 "killed" >> "$blog"
+            kill -KILL -- "-$pid" 2>/dev/null
+            wait "$pid" 2>/dev/null
+            return 124
+        fi
+    done
+    wait "$pid"
+    rc=$?
+    return "$rc"
+}
+
+# Reads one batch's output: a results line for every test that ended, and
+# for a test that started and never ended (the process died in it) a crashed
+# or hung line. Per-test output of tests that did not pass goes to logs/.
+parse_batch() { # BATCH_LOG RC
+    awk -v rc="$2" -v logs="$OUT/logs" -v limit="$TIMEOUT" '
+    function flush_log(name,   f) {
+        f = name; gsub(/[^A-Za-z0-9_.-]/, "_", f)
+        printf "%s", buf > (logs "/" f ".log"); close(logs "/" f ".log")
+    }
+    function ms_of(line) {
+        if (line !~ /\([0-9]+ ms\)$/) return ""
+        sub(/.*\(/, "", line); sub(/ ms\).*/, "", line); return line
+    }
+    # the first frame past the error handler, libc and the watchdog; and
+    # the first frame in rc_gdr, when there is one
+    function where(   w) {
+        w = top
+        if (gdr != "" && gdr != top) w = w " <- " gdr
+        return (w == "") ? "" : " at " w
+    }
+    function reason_of(st,   r) {
+        if (st == "hung") {
+            r = "no progress in " limit " s" where()
+        } else if (sig != "") {
+            r = sig where()
+        } else if (fail != "") {
+            r = fail
+        } else {
+            r = err
+        }
+        gsub(/\t/, " ", r); gsub(/  +/, " ", r)
+        return r
+    }
+    function frame_of(line) {
+        sub(/^ *[0-9]+ +/, "", line); sub(/ *\[0x[0-9a-f]+\] *$/, "", line)
+        sub(/^.*\//, "", line)
+        return line
+    }
+    /^\[ RUN      \] / {
+        cur = $4; buf = $0 "\n"; fail = ""; want = 0; sig = ""; top = ""
+        gdr = ""; err = ""; skip = ""; inbt = 0
+        next
+    }
+    cur == "" { next }
+    { buf = buf $0 "\n" }
+    /^\[     SKIP \]/ { skip = $0; sub(/^\[     SKIP \] */, "", skip); sub(/^\(/, "", skip); sub(/\)$/, "", skip); next }
+    (/^\[       OK \] / || /^\[  SKIPPED \] /) && $4 == cur {
+        st = (skip != "" || $0 ~ /SKIPPED/) ? "skipped" : "passed"
+        printf "%s\t%s\t%s\t%s\n", cur, st, ms_of($0), skip
+        if (st != "passed") flush_log(cur)
+        cur = ""; next
+    }
+    /^\[  FAILED  \] / && ($4 == cur || $4 == cur ",") {
+        printf "%s\t%s\t%s\t%s\n", cur, "failed", ms_of($0), reason_of("failed")
+        flush_log(cur); cur = ""; next
+    }
+    # gtest: "file:line: Failure" and up to 3 lines of message
+    want > 0 && /^\[/ { want = 0 }
+    want > 0 {
+        if ($0 != "" && $0 != "Failed") fail = fail " " $0
+        want--; next
+    }
+    /: Failure$/ && fail == "" {
+        fail = $0; sub(/^.*\//, "", fail); sub(/: Failure$/, ":", fail)
+        want = 3; next
+    }
+    /Caught signal|Assertion .* failed|Fatal error|ucs_fatal/ && sig == "" {
+        sig = $0; sub(/^\[[^]]*\] */, "", sig); next
+    }
+    /^==== backtrace/ { inbt = 1; next }
+    /^=====/ { inbt = 0; next }
+    inbt && /^ *[0-9]+ / {
+        if ($0 ~ /libucs\.so[^(]*\((ucs_handle_error|ucs_debug|ucs_error_signal|\+0x)/ ||
+            $0 ~ /libc\.so|libpthread|watchdog/) next
+        if (top == "") top = frame_of($0)
+        if (gdr == "" && $0 ~ /gdr/) gdr = frame_of($0)
+        next
+    }
+    / error[: ]|ERROR|[Ee]rror:/ && err == "" {
+        err = $0; sub(/^\[[^]]*\] */, "", err)
+    }
+    END {
+        if (cur != "") {
+            st = (rc == 124 || buf ~ /abort testing|conformance-watchdog/) ? "hung" : "crashed"
+            printf "%s\t%s\t%s\t%s\n", cur, st, "", reason_of(st)
+            flush_log(cur)
+        }
+    }' "$1"
+}
+
+main() {
+    local list remaining done_ batch=0 rc n before
+    . contrib/env.sh "${RC_GDR_BUILD:-build}" || exit 2
+    mkdir -p "$OUT/logs"
+    : > "$OUT/results.tsv"
+    export UCX_HANDLE_ERRORS=bt UCX_LOG_LEVEL=warn UCX_LOG_PRINT_ENABLE=y
+    export UCX_ERROR_SIGNALS=ILL,SEGV,BUS,FPE,ABRT
+
+    list="$OUT/tests.txt"
+    "$GTEST" --gtest_list_tests --gtest_filter="$FILTER" > "$OUT/list.out" 2>&1
+    awk '/^[^ ]/ { suite = $1; next }
+         /^  / { print suite $1 "\t" $0 }' "$OUT/list.out" |
+        sed 's/\t *[^ ]* *# *GetParam() = /\t/' > "$OUT/params.tsv"
+    cut -f1 "$OUT/params.tsv" > "$list"
+    n=$(wc -l < "$list")
+    log "$n tests selected ($FILTER)"
+    remaining="$OUT/remaining.txt"
+    cp "$list" "$remaining"
+    while [ -s "$remaining" ]; do
+        batch=$((batch + 1))
+        before=$(wc -l < "$OUT/results.tsv")
+        run_batch "$remaining" "$OUT/batch$batch.log"
+        rc=$?
+        parse_batch "$OUT/batch$batch.log" "$rc" | tee -a "$OUT/results.tsv" |
+            awk -F'\t' '$2 != "passed" { print "  " $2 ": " $1 (($4 != "") ? "  (" $4 ")" : "") }'
+        if [ "$(wc -l < "$OUT/results.tsv")" = "$before" ]; then
+            log "batch $batch ended (rc $rc) before any test ran:"
+            tail -n 20 "$OUT/batch$batch.log"
+            break
+        fi
+        done_="$OUT/done.txt"
+        cut -f1 "$OUT/results.tsv" | sort > "$done_"
+        grep -vxF -f "$done_" "$list" > "$remaining" || true
+        log "batch $batch: rc $rc, $(wc -l < "$OUT/results.tsv")/$n done"
+    done
+    # what never ran (the process could not start at all) is a crash
+    while read -r t; do
+        printf '%s\tcrashed\t\t%s\n' "$t" "the test process did not start" >> "$OUT/results.tsv"
+    done < "$remaining"
+}
+
+main
