@@ -69,6 +69,14 @@ test_uct_verify() {
     [ "$rc" = 0 ] && grep -q '^[0-9]* passed, 0 failed$' "$LOG/uct.out"
 }
 
+# What UCX's own UCT suites found, each check reduced (test/apps/uct_contract.c)
+test_uct_contract() {
+    timeout 300 "$B/test/apps/uct_contract" "$@" > "$LOG/contract.out" 2>&1
+    local rc=$?
+    cat "$LOG/contract.out"
+    [ "$rc" = 0 ] && grep -q '^[0-9]* passed, 0 failed$' "$LOG/contract.out"
+}
+
 test_peer_death() {
     test_uct_verify peer-death rxe1:1 rxe0:1 "$1"
 }
@@ -293,6 +301,7 @@ run_test ucx_info_shows_rc_gdr_config      test_ucx_info_config
 run_test uct_data_all_ops_byte_exact       test_uct_verify data rxe0:1 rxe1:1
 run_test uct_corrupt_addresses_refused     test_uct_verify bad-address rxe0:1
 run_test uct_pending_before_connect_sent   test_uct_verify pending-connect rxe0:1 rxe1:1
+run_test uct_contract_regressions         test_uct_contract rxe0:1 rxe1:1
 run_test uct_peer_killed_reported_in_10s   test_peer_death 10
 run_test uct_peer_killed_configured_bound  test_peer_death_configured
 run_test perftest_uct_put_bw_zcopy  perftest_uct -t put_bw -D zcopy -s 65536 -n 200

@@ -51,6 +51,31 @@ static ucs_status_t uct_rc_gdr_ep_check_tx(uct_rc_gdr_ep_t *ep,
 }
 
 
+/*
+ * The check of an operation the user asked for: the resources, and its
+ * turn. While requests wait in the pending queue a new operation is refused
+ * (UCS_ERR_NO_RESOURCE), or it would overtake them; the request being
+ * dispatched is the one exception. Internal work requests (credits, flush
+ * reads, the bounce lane's chunks) take uct_rc_gdr_ep_check_tx() alone.
+ */
+static UCS_F_ALWAYS_INLINE int uct_rc_gdr_ep_behind_pending(uct_rc_gdr_ep_t *ep)
+{
+    return ucs_unlikely(!ucs_queue_is_empty(&ep->pending)) &&
+           !(ep->flags & (UCT_RC_GDR_EP_FLAG_DISPATCH |
+                          UCT_RC_GDR_EP_FLAG_FAILED));
+}
+
+
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_rc_gdr_ep_check_user_tx(uct_rc_gdr_ep_t *ep, int needs_credit)
+{
+    if (uct_rc_gdr_ep_behind_pending(ep)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    return uct_rc_gdr_ep_check_tx(ep, needs_credit);
+}
+
+
 static ucs_status_t uct_rc_gdr_ep_post(uct_rc_gdr_ep_t *ep,
                                        struct ibv_send_wr *wr,
                                        uct_rc_gdr_op_t *op)
@@ -129,13 +154,29 @@ static ucs_status_t uct_rc_gdr_ep_get_op(uct_rc_gdr_ep_t *ep,
 }
 
 
-/* Resources for one more work request, then its descriptor. */
+/* Resources for one more work request the user asked for, then its
+ * descriptor. */
 static ucs_status_t
 uct_rc_gdr_ep_start_op(uct_rc_gdr_ep_t *ep, int needs_credit,
                        uct_rc_gdr_op_type_t type, int with_buf,
                        uct_rc_gdr_op_t **op_p)
 {
-    ucs_status_t status = uct_rc_gdr_ep_check_tx(ep, needs_credit);
+    ucs_status_t status = uct_rc_gdr_ep_check_user_tx(ep, needs_credit);
+
+    if (status != UCS_OK) {
+        return status;
+    }
+    return uct_rc_gdr_ep_get_op(ep, type, with_buf, op_p);
+}
+
+
+/* The same for a work request of rc_gdr's own (no credit, no turn). */
+static ucs_status_t
+uct_rc_gdr_ep_start_internal_op(uct_rc_gdr_ep_t *ep,
+                                uct_rc_gdr_op_type_t type, int with_buf,
+                                uct_rc_gdr_op_t **op_p)
+{
+    ucs_status_t status = uct_rc_gdr_ep_check_tx(ep, 0);
 
     if (status != UCS_OK) {
         return status;
@@ -158,14 +199,22 @@ static ucs_status_t uct_rc_gdr_ep_post_op(uct_rc_gdr_ep_t *ep,
 }
 
 
-/* The NIC key of a remote buffer and its flags; rc_gdr's own encoding,
- * checked. */
-/* The remote NIC key for writes (or reads); UCS_ERR_UNSUPPORTED when the
- * target's NIC may not be used for that access: the bounce lane's case. */
+/* The remote NIC key for writes (or reads) of @a length bytes;
+ * UCS_ERR_UNSUPPORTED when the target's NIC may not be used for that access:
+ * the bounce lane's case. A zero-length access touches no memory and needs
+ * no key (UCT allows any rkey, UCT_INVALID_RKEY too; the NIC checks none,
+ * IB C9-88): it still goes on the wire, so that it orders and reports like
+ * any other operation (a flush after it finds a dead peer). */
 static ucs_status_t uct_rc_gdr_ep_remote_key(uct_rkey_t uct_rkey, int is_write,
+                                             size_t length,
                                              uct_rc_gdr_rkey_t *rkey_p)
 {
     uct_rc_gdr_rkey_t rkey;
+
+    if (ucs_unlikely(length == 0)) {
+        memset(rkey_p, 0, sizeof(*rkey_p));
+        return UCS_OK;
+    }
 
     if (ucs_unlikely(uct_rc_gdr_rkey_from_uct(uct_rkey, &rkey) != UCS_OK)) {
         ucs_error("rc_gdr: remote key 0x%" PRIx64 " was not unpacked by "
@@ -300,12 +349,17 @@ ucs_status_t uct_rc_gdr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
     ucs_status_t status;
 
     if (ucs_unlikely(length > iface->config.max_inline)) {
+        ucs_error("rc_gdr: put_short length %u exceeds max_short %zu",
+                  length, iface->config.max_inline);
         return UCS_ERR_INVALID_PARAM;
     }
 
-    status = uct_rc_gdr_ep_remote_key(rkey, 1, &remote_key);
+    status = uct_rc_gdr_ep_remote_key(rkey, 1, length, &remote_key);
     if (ucs_unlikely(status == UCS_ERR_UNSUPPORTED)) {
         /* no NIC key at the target: the bounce lane's messages */
+        if (uct_rc_gdr_ep_behind_pending(ep)) {
+            return UCS_ERR_NO_RESOURCE;
+        }
         return uct_rc_gdr_bounce_put_short(ep, buffer, length, remote_addr,
                                            rkey);
     } else if (status != UCS_OK) {
@@ -337,19 +391,22 @@ ssize_t uct_rc_gdr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
 {
     uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
     uct_rc_gdr_rkey_t remote_key;
+    ucs_status_t key_status;
     struct ibv_send_wr wr;
     struct ibv_sge sge;
     uct_rc_gdr_op_t *op;
     ucs_status_t status;
     size_t length;
 
-    status = uct_rc_gdr_ep_remote_key(rkey, 1, &remote_key);
-    if (ucs_unlikely(status == UCS_ERR_UNSUPPORTED)) {
+    key_status = uct_rc_gdr_rkey_from_uct(rkey, &remote_key);
+    if (ucs_unlikely((key_status == UCS_OK) &&
+                     !uct_rc_gdr_rkey_nic_allows(&remote_key, 1))) {
         /* no NIC key at the target: the bounce lane's messages */
+        if (uct_rc_gdr_ep_behind_pending(ep)) {
+            return UCS_ERR_NO_RESOURCE;
+        }
         return uct_rc_gdr_bounce_put_bcopy(ep, pack_cb, arg, remote_addr,
                                            rkey);
-    } else if (status != UCS_OK) {
-        return status;
     }
 
     status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_SEND, 1, &op);
@@ -358,6 +415,14 @@ ssize_t uct_rc_gdr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     }
 
     length     = pack_cb(op->buf + 1, arg);
+    if (ucs_unlikely(key_status != UCS_OK)) {
+        /* The length is known only now: zero bytes need no key. */
+        status = uct_rc_gdr_ep_remote_key(rkey, 1, length, &remote_key);
+        if (status != UCS_OK) {
+            uct_rc_gdr_ep_release_op(op);
+            return status;
+        }
+    }
     sge.addr   = (uintptr_t)(op->buf + 1);
     sge.length = length;
     sge.lkey   = op->buf->lkey;
@@ -395,16 +460,22 @@ static ucs_status_t uct_rc_gdr_ep_rdma_zcopy(uct_rc_gdr_ep_t *ep,
         return UCS_ERR_INVALID_PARAM;
     }
 
+    length = uct_iov_total_length(iov, iovcnt);
+
     /* A side without a NIC key for this direction: the host bounce lane */
-    if (ucs_unlikely(uct_rc_gdr_bounce_is_needed(ep,
+    if (ucs_unlikely((length > 0) &&
+                     uct_rc_gdr_bounce_is_needed(ep,
                                                  opcode == IBV_WR_RDMA_WRITE,
                                                  iov, iovcnt, rkey))) {
+        if (uct_rc_gdr_ep_behind_pending(ep)) {
+            return UCS_ERR_NO_RESOURCE;
+        }
         return uct_rc_gdr_bounce_zcopy(ep, opcode == IBV_WR_RDMA_WRITE, iov,
                                        iovcnt, remote_addr, rkey, comp);
     }
 
     status = uct_rc_gdr_ep_remote_key(rkey, opcode == IBV_WR_RDMA_WRITE,
-                                      &remote_key);
+                                      length, &remote_key);
     if (status != UCS_OK) {
         return status;
     }
@@ -415,7 +486,7 @@ static ucs_status_t uct_rc_gdr_ep_rdma_zcopy(uct_rc_gdr_ep_t *ep,
     }
 
     op->comp = comp;
-    length   = uct_rc_gdr_ep_fill_sges(sges, iov, iovcnt, &num_sge);
+    uct_rc_gdr_ep_fill_sges(sges, iov, iovcnt, &num_sge);
     uct_rc_gdr_ep_wr_rdma(&wr, opcode, sges, num_sge, remote_addr,
                           remote_key.rkey);
     status = uct_rc_gdr_ep_post_op(ep, &wr, op);
@@ -465,12 +536,17 @@ ucs_status_t uct_rc_gdr_ep_get_bcopy(uct_ep_h tl_ep,
     ucs_status_t status;
 
     if (ucs_unlikely(length > iface->config.seg_size)) {
+        ucs_error("rc_gdr: get_bcopy length %zu exceeds max_bcopy %zu",
+                  length, iface->config.seg_size);
         return UCS_ERR_INVALID_PARAM;
     }
 
-    status = uct_rc_gdr_ep_remote_key(rkey, 0, &remote_key);
+    status = uct_rc_gdr_ep_remote_key(rkey, 0, length, &remote_key);
     if (ucs_unlikely(status == UCS_ERR_UNSUPPORTED)) {
         /* no NIC key at the target: the bounce lane's messages */
+        if (uct_rc_gdr_ep_behind_pending(ep)) {
+            return UCS_ERR_NO_RESOURCE;
+        }
         return uct_rc_gdr_bounce_get_bcopy(ep, unpack_cb, arg, length,
                                            remote_addr, rkey, comp);
     } else if (status != UCS_OK) {
@@ -522,7 +598,7 @@ static ucs_status_t uct_rc_gdr_ep_am_check(uct_rc_gdr_ep_t *ep, uint8_t id)
         ucs_error("rc_gdr: invalid active message id %u", id);
         return UCS_ERR_INVALID_PARAM;
     }
-    return uct_rc_gdr_ep_check_tx(ep, 1);
+    return uct_rc_gdr_ep_check_user_tx(ep, 1);
 }
 
 
@@ -536,7 +612,11 @@ ucs_status_t uct_rc_gdr_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
     uct_rc_gdr_op_t *op;
     ucs_status_t status;
 
+    /* max_short counts the header too, as UCT defines it. */
     if (ucs_unlikely(length + sizeof(hdr) > iface->config.max_inline)) {
+        ucs_error("rc_gdr: am_short length %zu (header included) exceeds "
+                  "max_short %zu", length + sizeof(hdr),
+                  iface->config.max_inline);
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -611,8 +691,15 @@ ucs_status_t uct_rc_gdr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     size_t length;
     int num_sge;
 
-    if (ucs_unlikely((header_length > UCT_RC_GDR_AM_MAX_HDR) ||
-                     (iovcnt + 1 > iface->config.max_send_sge))) {
+    if (ucs_unlikely(header_length > UCT_RC_GDR_AM_MAX_HDR)) {
+        ucs_error("rc_gdr: am_zcopy header length %u exceeds max_hdr %d",
+                  header_length, UCT_RC_GDR_AM_MAX_HDR);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    if (ucs_unlikely(iovcnt + 1 > iface->config.max_send_sge)) {
+        ucs_error("rc_gdr: am_zcopy with %zu iov entries, at most %u",
+                  iovcnt, iface->config.max_send_sge - 1);
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -632,6 +719,8 @@ ucs_status_t uct_rc_gdr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     sges[0].lkey   = op->buf->lkey;
     length         = uct_rc_gdr_ep_fill_sges(sges + 1, iov, iovcnt, &num_sge);
     if (ucs_unlikely(header_length + length > iface->config.seg_size)) {
+        ucs_error("rc_gdr: am_zcopy length %zu exceeds max_zcopy %zu",
+                  header_length + length, iface->config.seg_size);
         uct_rc_gdr_ep_release_op(op);
         return UCS_ERR_INVALID_PARAM;
     }
@@ -677,8 +766,8 @@ void uct_rc_gdr_ep_grant_credits(uct_rc_gdr_ep_t *ep)
         return;
     }
 
-    if ((uct_rc_gdr_ep_check_tx(ep, 0) != UCS_OK) ||
-        (uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 0, &op) != UCS_OK)) {
+    if (uct_rc_gdr_ep_start_internal_op(ep, UCT_RC_GDR_OP_SEND, 0, &op) !=
+        UCS_OK) {
         uct_rc_gdr_ep_mark_busy(ep); /* retried when resources return */
         return;
     }
@@ -722,7 +811,7 @@ static ucs_status_t uct_rc_gdr_ep_atomic(uct_rc_gdr_ep_t *ep,
     }
 
     /* An atomic reads and writes: both must be the NIC's to do. */
-    status = uct_rc_gdr_ep_remote_key(rkey, 1, &remote_key);
+    status = uct_rc_gdr_ep_remote_key(rkey, 1, sizeof(uint64_t), &remote_key);
     if ((status == UCS_OK) &&
         !uct_rc_gdr_rkey_nic_allows(&remote_key, 0)) {
         status = UCS_ERR_UNSUPPORTED;
@@ -971,7 +1060,7 @@ static ucs_status_t uct_rc_gdr_ep_post_signaled_nop(uct_rc_gdr_ep_t *ep)
     uct_rc_gdr_op_t *op;
     ucs_status_t status;
 
-    status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_SEND, 0, &op);
+    status = uct_rc_gdr_ep_start_internal_op(ep, UCT_RC_GDR_OP_SEND, 0, &op);
     if (status != UCS_OK) {
         return status;
     }
@@ -981,6 +1070,38 @@ static ucs_status_t uct_rc_gdr_ep_post_signaled_nop(uct_rc_gdr_ep_t *ep)
     wr.opcode    = IBV_WR_SEND_WITH_IMM;
     wr.imm_data  = uct_rc_gdr_ep_take_imm(ep, UCT_RC_GDR_IMM_CREDIT_ONLY);
     return uct_rc_gdr_ep_post_op(ep, &wr, op);
+}
+
+
+/*
+ * flush(CANCEL): every posted work request completes now, with a flush error.
+ * Requests the NIC already finished unsignaled report nothing, even in the
+ * error state: a signaled one is posted last, before the queue pair goes to
+ * error, so that its flush completion retires them all. Without room for it
+ * nothing changes (UCS_ERR_NO_RESOURCE): the caller progresses and retries.
+ */
+static ucs_status_t uct_rc_gdr_ep_cancel(uct_rc_gdr_ep_t *ep)
+{
+    ucs_status_t status;
+
+    /* Nothing written is promised any more: no read. */
+    ep->flags &= ~(UCT_RC_GDR_EP_FLAG_FLUSH_READ | UCT_RC_GDR_EP_FLAG_WRITTEN);
+    if ((ep->num_outstanding == 0) ||
+        (ep->flags & UCT_RC_GDR_EP_FLAG_FAILED)) {
+        return UCS_OK;
+    }
+
+    if (ep->unsignaled > 0) {
+        status = uct_rc_gdr_ep_post_signaled_nop(ep);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+
+    uct_rc_gdr_ep_move_to_error(ep);
+    uct_rc_gdr_ep_set_failed(ep, UCS_ERR_CANCELED);
+    ep->flags |= UCT_RC_GDR_EP_FLAG_ERR_RAISED; /* the user asked */
+    return UCS_OK;
 }
 
 
@@ -1013,7 +1134,8 @@ static ucs_status_t uct_rc_gdr_ep_flush_post_read(uct_rc_gdr_ep_t *ep)
     uct_rc_gdr_op_t *op;
     ucs_status_t status;
 
-    status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_FLUSH_READ, 1, &op);
+    status = uct_rc_gdr_ep_start_internal_op(ep, UCT_RC_GDR_OP_FLUSH_READ, 1,
+                                             &op);
     if (status != UCS_OK) {
         return status;
     }
@@ -1055,15 +1177,9 @@ ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
     }
 
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
-        /* Nothing written is promised any more: no read. */
-        ep->flags &= ~(UCT_RC_GDR_EP_FLAG_FLUSH_READ |
-                       UCT_RC_GDR_EP_FLAG_WRITTEN);
-        if ((ep->num_outstanding > 0) &&
-            !(ep->flags & UCT_RC_GDR_EP_FLAG_FAILED)) {
-            /* Every posted work request completes now, with a flush error. */
-            uct_rc_gdr_ep_move_to_error(ep);
-            uct_rc_gdr_ep_set_failed(ep, UCS_ERR_CANCELED);
-            ep->flags |= UCT_RC_GDR_EP_FLAG_ERR_RAISED; /* the user asked */
+        status = uct_rc_gdr_ep_cancel(ep);
+        if (status != UCS_OK) {
+            return status;
         }
     }
 
@@ -1090,7 +1206,8 @@ ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
         if (status != UCS_OK) {
             return status;
         }
-        op->comp = comp;
+        op->comp     = comp;
+        op->internal = !!(flags & UCT_RC_GDR_FLUSH_FLAG_NO_BOUNCE);
     }
 
     if (read) {
@@ -1167,6 +1284,13 @@ void uct_rc_gdr_ep_pending_purge(uct_ep_h tl_ep,
 }
 
 
+/*
+ * Each request leaves the queue before its callback runs: the callback may
+ * free it, add it again, or add others, here or on another endpoint (UCT
+ * allows all of these; UCP's rendezvous does them). Only a request that is
+ * not done (UCS_INPROGRESS, or no resources) goes back to the head. While a
+ * callback runs, its operations may pass the requests queued behind it.
+ */
 void uct_rc_gdr_ep_dispatch_pending(uct_rc_gdr_ep_t *ep)
 {
     uct_pending_req_priv_queue_t *priv;
@@ -1177,21 +1301,25 @@ void uct_rc_gdr_ep_dispatch_pending(uct_rc_gdr_ep_t *ep)
 
     while (!ucs_queue_is_empty(&ep->pending) &&
            (uct_rc_gdr_ep_check_tx(ep, 0) == UCS_OK)) {
-        priv   = ucs_queue_head_elem_non_empty(&ep->pending,
-                                               uct_pending_req_priv_queue_t,
-                                               queue_elem);
-        req    = ucs_container_of(priv, uct_pending_req_t, priv);
-        status = req->func(req);
+        priv       = ucs_queue_pull_elem_non_empty(&ep->pending,
+                                                   uct_pending_req_priv_queue_t,
+                                                   queue_elem);
+        req        = ucs_container_of(priv, uct_pending_req_t, priv);
+        ep->flags |= UCT_RC_GDR_EP_FLAG_DISPATCH;
+        status     = req->func(req);
+        ep->flags &= ~UCT_RC_GDR_EP_FLAG_DISPATCH;
         if (status != UCS_OK) {
             /* UCS_INPROGRESS: partly done, stays first; else no resources */
+            ucs_queue_push_head(&ep->pending, &priv->queue_elem);
             break;
         }
-        ucs_queue_pull_non_empty(&ep->pending);
     }
 
-    if (ucs_queue_is_empty(&ep->pending) &&
-        (ep->fc_to_return <
+    if (!ucs_queue_is_empty(&ep->pending) ||
+        (ep->fc_to_return >=
          ucs_max(uct_rc_gdr_ep_iface(ep)->config.fc_wnd_size / 2, 1u))) {
+        uct_rc_gdr_ep_mark_busy(ep);
+    } else {
         uct_rc_gdr_ep_mark_idle(ep);
     }
 }
@@ -1207,8 +1335,8 @@ ucs_status_t uct_rc_gdr_ep_check(uct_ep_h tl_ep, unsigned flags,
     uct_rc_gdr_op_t *op;
 
     if ((ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) || (ep->num_outstanding > 0) ||
-        (uct_rc_gdr_ep_check_tx(ep, 0) != UCS_OK) ||
-        (uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 0, &op) != UCS_OK)) {
+        (uct_rc_gdr_ep_start_internal_op(ep, UCT_RC_GDR_OP_SEND, 0, &op) !=
+         UCS_OK)) {
         /* Outstanding work already probes the peer, or failure is known. */
         return UCS_OK;
     }
@@ -1268,7 +1396,8 @@ ucs_status_t uct_rc_gdr_ep_post_bounce(uct_rc_gdr_ep_t *ep,
         wr->imm_data = uct_rc_gdr_ep_take_imm(ep, UCT_RC_GDR_IMM_INTERNAL);
     }
 
-    status = uct_rc_gdr_ep_post(ep, wr, op);
+    op->internal = 1;
+    status       = uct_rc_gdr_ep_post(ep, wr, op);
     if (status != UCS_OK) {
         return status;
     }
@@ -1510,6 +1639,27 @@ void uct_rc_gdr_ep_free_zombie(uct_rc_gdr_ep_t *ep)
 }
 
 
+/*
+ * UCT: the operations of a destroyed endpoint have completed (canceled) when
+ * destroy returns. Their work requests still owe the completion queue an
+ * entry, so the descriptors stay queued, without callbacks, until then.
+ */
+static void uct_rc_gdr_ep_cancel_callbacks(uct_rc_gdr_ep_t *ep)
+{
+    uct_completion_t *comp;
+    uct_rc_gdr_op_t *op;
+
+    ucs_queue_for_each(op, &ep->outstanding, queue) {
+        if ((op->comp == NULL) || op->internal) {
+            continue;
+        }
+        comp     = op->comp;
+        op->comp = NULL;
+        uct_invoke_completion(comp, UCS_ERR_CANCELED);
+    }
+}
+
+
 /* An endpoint with work in flight becomes a zombie until its completions
  * arrive: their descriptors must not point to freed memory. */
 void uct_rc_gdr_ep_destroy(uct_ep_h tl_ep)
@@ -1519,6 +1669,7 @@ void uct_rc_gdr_ep_destroy(uct_ep_h tl_ep)
 
     uct_rc_gdr_ep_pending_purge(tl_ep, NULL, NULL);
     uct_rc_gdr_ep_mark_idle(ep);
+    uct_rc_gdr_ep_cancel_callbacks(ep);
     if (ep->num_outstanding == 0) {
         UCS_CLASS_DELETE(uct_rc_gdr_ep_t, ep);
         return;

@@ -29,7 +29,10 @@ enum {
     UCT_RC_GDR_EP_FLAG_ERR_RAISED = UCS_BIT(4), /* error handler called */
     UCT_RC_GDR_EP_FLAG_FLUSH_READ = UCS_BIT(5), /* next flush reads first */
     UCT_RC_GDR_EP_FLAG_WRITTEN    = UCS_BIT(6), /* written since last read */
-    UCT_RC_GDR_EP_FLAG_BUSY       = UCS_BIT(7)  /* on iface->busy_eps */
+    UCT_RC_GDR_EP_FLAG_BUSY       = UCS_BIT(7), /* on iface->busy_eps */
+    UCT_RC_GDR_EP_FLAG_DISPATCH   = UCS_BIT(8)  /* a pending request's turn:
+                                                   it may send past those
+                                                   queued behind it */
 };
 
 
@@ -46,7 +49,7 @@ struct uct_rc_gdr_ep {
                                                signaled work request */
     int                       fc_credits;   /* messages we may still send */
     unsigned                  fc_to_return; /* peer's messages consumed */
-    uint8_t                   flags;        /* UCT_RC_GDR_EP_FLAG_xx */
+    uint16_t                  flags;        /* UCT_RC_GDR_EP_FLAG_xx */
     ucs_status_t              status;       /* why it failed */
     struct {
         uint64_t              remote_addr;  /* where the next flush reads */

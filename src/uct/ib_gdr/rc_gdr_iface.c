@@ -148,8 +148,10 @@ static ucs_status_t uct_rc_gdr_iface_query(uct_iface_h tl_iface,
                                         (unsigned)UCT_RC_GDR_MAX_IOV);
     unsigned max_get_iov      = ucs_min((unsigned)md->dev_attr.max_sge_rd,
                                         max_iov);
-    unsigned am_max_short     = ucs_max(iface->config.max_inline,
-                                        sizeof(uint64_t)) - sizeof(uint64_t);
+    /* An active message's 8-byte header counts in its max_short. */
+    unsigned am_max_short     = (iface->config.max_inline >=
+                                 sizeof(uint64_t)) ?
+                                iface->config.max_inline : 0;
 
     uct_base_iface_query(&iface->super, attr);
 
@@ -281,6 +283,7 @@ uct_rc_gdr_op_t *uct_rc_gdr_iface_get_op(uct_rc_gdr_iface_t *iface)
         op->comp     = NULL;
         op->buf      = NULL;
         op->signaled = 0;
+        op->internal = 0;
     }
     return op;
 }
@@ -405,7 +408,8 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
 {
     uct_rc_gdr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_gdr_iface_t);
     struct ibv_wc wcs[UCT_RC_GDR_POLL_BATCH];
-    uct_rc_gdr_ep_t *ep, *tmp;
+    ucs_list_link_t busy;
+    uct_rc_gdr_ep_t *ep;
     unsigned count = 0;
     int i, num_wcs;
 
@@ -440,9 +444,17 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
 
     /* Not only after completions: a connection or credits can give an
      * endpoint resources back without one (a request queued before the
-     * endpoint was connected waited forever when nothing else completed). */
-    ucs_list_for_each_safe(ep, tmp, &iface->busy_eps, busy_link) {
-        uct_rc_gdr_ep_dispatch_pending(ep);
+     * endpoint was connected waited forever when nothing else completed).
+     * The list is taken first: a pending callback may queue requests on
+     * other endpoints, or destroy one (each stays BUSY, so its removal
+     * finds it in the taken list). */
+    ucs_list_head_init(&busy);
+    ucs_list_splice_tail(&busy, &iface->busy_eps);
+    ucs_list_head_init(&iface->busy_eps);
+    while (!ucs_list_is_empty(&busy)) {
+        ep         = ucs_list_extract_head(&busy, uct_rc_gdr_ep_t, busy_link);
+        ep->flags &= ~UCT_RC_GDR_EP_FLAG_BUSY;
+        uct_rc_gdr_ep_dispatch_pending(ep); /* BUSY again if still owed */
     }
 
     return count;
@@ -538,6 +550,44 @@ static ucs_status_t uct_rc_gdr_iface_parse_device(const char *dev_name,
 
 /* The transport timeout exponent: (retry+1) tries of 4.096us * 2^exp each
  * should add up to the configured failure timeout. */
+/*
+ * Where received active messages start: the user's alignment (a power of
+ * two) of the byte at the user's offset (below the alignment), or the cache
+ * line. Received data follows the buffer header.
+ */
+static ucs_status_t
+uct_rc_gdr_iface_am_alignment(const uct_iface_params_t *params,
+                              size_t seg_size, size_t *align_p,
+                              size_t *align_offset_p)
+{
+    size_t align  = UCT_IFACE_PARAM_VALUE(params, am_alignment,
+                                          AM_ALIGNMENT, 1);
+    size_t offset = UCT_IFACE_PARAM_VALUE(params, am_align_offset,
+                                          AM_ALIGN_OFFSET, 0);
+
+    if ((params->field_mask & UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT) &&
+        ((align == 0) || !ucs_is_pow2(align))) {
+        ucs_error("rc_gdr: active message alignment %zu is not a power of 2",
+                  align);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    if ((params->field_mask & UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT) &&
+        (params->field_mask & UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET) &&
+        (offset >= align)) {
+        ucs_error("rc_gdr: active message alignment offset %zu must be "
+                  "below the alignment %zu", offset, align);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    /* UCX's own rules: the defaults, and no offset without an alignment */
+    return uct_iface_param_am_alignment(params, seg_size,
+                                        sizeof(uct_rc_gdr_buf_t),
+                                        sizeof(uct_rc_gdr_buf_t), align_p,
+                                        align_offset_p);
+}
+
+
 static uint8_t uct_rc_gdr_iface_timeout_exp(double failure_timeout,
                                             unsigned retry_count)
 {
@@ -558,6 +608,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
             ucs_derived_of(tl_config, uct_rc_gdr_iface_config_t);
     uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
     struct ibv_srq_init_attr srq_attr;
+    size_t am_align, am_align_offset;
     ucs_status_t status;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_rc_gdr_iface_ops,
@@ -585,6 +636,12 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
 
     status = uct_rc_gdr_iface_parse_device(params->mode.device.dev_name,
                                            md->name, &self->port_num);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_rc_gdr_iface_am_alignment(params, config->seg_size,
+                                           &am_align, &am_align_offset);
     if (status != UCS_OK) {
         return status;
     }
@@ -674,8 +731,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
 
     status = uct_iface_mpool_init(&self->super, &self->rx_mp,
                                   sizeof(uct_rc_gdr_buf_t) + config->seg_size,
-                                  sizeof(uct_rc_gdr_buf_t),
-                                  UCS_SYS_CACHE_LINE_SIZE,
+                                  am_align_offset, am_align,
                                   &config->tx_mp, config->rx_queue_len,
                                   uct_rc_gdr_iface_buf_init, "rc_gdr_rx");
     if (status != UCS_OK) {

@@ -73,7 +73,9 @@ typedef struct uct_rc_gdr_op {
     ucs_queue_elem_t          queue;      /* in ep->outstanding */
     uct_rc_gdr_op_type_t      type;
     uint8_t                   signaled;   /* its work request reports */
-    uct_completion_t          *comp;      /* the user's, may be NULL */
+    uint8_t                   internal;   /* comp is rc_gdr's own (the
+                                             bounce lane's), not the user's */
+    uct_completion_t          *comp;      /* may be NULL */
     uct_rc_gdr_buf_t          *buf;       /* released at completion */
     union {
         struct {

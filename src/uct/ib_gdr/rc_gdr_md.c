@@ -187,7 +187,10 @@ static ucs_status_t uct_rc_gdr_md_query(uct_md_h tl_md,
                                          UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
     }
     md_attr->cap.alloc_mem_types  = 0;
-    md_attr->cap.max_alloc        = 0;
+    /* No allocation of its own (no UCT_MD_FLAG_ALLOC), so no limit to
+     * report: 0 would read as "nothing fits" to users that size transfers
+     * by it (UCX's tests do). */
+    md_attr->cap.max_alloc        = SIZE_MAX;
     md_attr->cap.max_reg          = md->dev_attr.max_mr_size;
     md_attr->rkey_packed_size     = uct_rc_gdr_rkey_packed_size();
     /* A cache hit costs a lookup; a miss an ibv_reg_mr (~us + per page). */

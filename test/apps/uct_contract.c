@@ -1,0 +1,589 @@
+/*
+ * uct_contract: the parts of the UCT contract that UCX's own transport suites
+ * (test/gtest/uct) check and rc_gdr once broke, each reduced to the smallest
+ * sequence that shows it, on real verbs devices (the soft-RoCE guest):
+ *
+ *   cancel       flush(CANCEL) after writes that report nothing (completion
+ *                moderation) completes, within the operation timeout
+ *   pending      a pending callback may move its request to another
+ *                endpoint's queue, or put it back on its own
+ *   order        while a request waits in the pending queue a new operation
+ *                is refused, so it cannot overtake the queued one
+ *   zero-length  put/get of zero bytes succeed with any remote key,
+ *                UCT_INVALID_RKEY included
+ *   destroy      destroying an endpoint completes its outstanding operations
+ *                before destroy returns
+ *   limits       short operations one byte over max_short are refused, with
+ *                an error that names the length; max_short itself passes
+ *   alignment    invalid active-message alignment parameters are refused
+ *   md           the memory domain reports a usable max_alloc
+ *
+ * Usage: uct_contract DEV_A DEV_B [CHECK]   (CHECK: one of the names above)
+ * Prints one "PASS ..." / "FAIL ..." line per check and "N passed, N failed";
+ * every wait is bounded.
+ */
+
+#include "uct_test_util.h"
+
+#include <ucs/debug/log_def.h>
+#include <ucs/sys/math.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+#define AM_ID         3
+#define BUF_SIZE      65536
+#define OP_TIMEOUT_S  30.0
+#define MAX_SEEN      16
+
+static uint64_t          g_seen[MAX_SEEN]; /* headers of the AMs received,
+                                               in order */
+static int               g_num_seen;
+static uct_rkey_bundle_t g_rkey;           /* b's buffer, for a */
+
+
+static ucs_status_t am_handler(void *arg, void *data, size_t length,
+                               unsigned flags)
+{
+    if ((g_num_seen < MAX_SEEN) && (length >= sizeof(uint64_t))) {
+        memcpy(&g_seen[g_num_seen], data, sizeof(uint64_t));
+    }
+    ++g_num_seen;
+    return UCS_OK;
+}
+
+
+static void pair_open(uct_test_node_t *a, uct_test_node_t *b,
+                      const char *dev_a, const char *dev_b, int connect)
+{
+    uct_test_node_open(a, dev_a, BUF_SIZE);
+    uct_test_node_open(b, dev_b, BUF_SIZE);
+    uct_iface_set_am_handler(b->iface, AM_ID, am_handler, NULL, 0);
+    if (connect) {
+        uct_test_node_connect_pair(a, b, NULL, NULL);
+    }
+    if (uct_rkey_unpack(a->component, b->rkey_buf, &g_rkey) != UCS_OK) {
+        uct_test_die("uct_rkey_unpack", UCS_ERR_INVALID_PARAM);
+    }
+    g_num_seen = 0;
+}
+
+
+static void pair_close(uct_test_node_t *a, uct_test_node_t *b)
+{
+    uct_rkey_release(a->component, &g_rkey);
+    uct_test_node_close(a);
+    uct_test_node_close(b);
+}
+
+
+static size_t pack_none(void *dest, void *arg)
+{
+    return 0;
+}
+
+
+static void unpack_none(void *arg, const void *data, size_t length)
+{
+}
+
+
+/* -------------------------------------------------------------- cancel -- */
+
+static void run_cancel(const char *dev_a, const char *dev_b)
+{
+    uct_test_node_t a, b, *nodes[2] = {&a, &b};
+    uint64_t value = 0x1234;
+    uct_test_comp_t comp;
+    ucs_status_t status;
+    int i;
+
+    pair_open(&a, &b, dev_a, dev_b, 1);
+
+    /* Fewer than the moderation interval: none of them reports. */
+    for (i = 0; i < 8; ++i) {
+        status = UCT_TEST_RETRY(nodes, 2,
+                                uct_ep_put_short(a.ep, &value, sizeof(value),
+                                                 (uintptr_t)b.buf,
+                                                 g_rkey.rkey));
+        if (status != UCS_OK) {
+            break;
+        }
+    }
+    uct_test_check(status == UCS_OK, "cancel: 8 writes posted (%s)",
+                   ucs_status_string(status));
+
+    /* Let the NIC finish them, unsignaled, before the cancel. */
+    for (i = 0; i < 1000; ++i) {
+        uct_test_progress(nodes, 2);
+    }
+
+    uct_test_comp_init(&comp);
+    status = UCT_TEST_RETRY(nodes, 2, uct_ep_flush(a.ep, UCT_FLUSH_FLAG_CANCEL,
+                                                   &comp.comp));
+    status = uct_test_comp_wait(nodes, 2, status, &comp);
+    uct_test_check(status != UCS_ERR_TIMED_OUT,
+                   "cancel: flush(CANCEL) after unsignaled writes completes "
+                   "(%s)", ucs_status_string(status));
+    pair_close(&a, &b);
+}
+
+
+/* ------------------------------------------------------------- pending -- */
+
+typedef struct {
+    uct_pending_req_t req;
+    uct_ep_h          ep;     /* where it sends */
+    uct_ep_h          other;  /* where it moves itself when that is full */
+    uint64_t          hdr;
+    int               calls;
+    int               sent;
+    int               inprogress; /* answers INPROGRESS this many times */
+} req_t;
+
+
+static ucs_status_t req_send(uct_pending_req_t *self)
+{
+    req_t *r = ucs_container_of(self, req_t, req);
+    ucs_status_t status;
+
+    ++r->calls;
+    if (r->inprogress > 0) {
+        --r->inprogress;
+        return UCS_INPROGRESS;
+    }
+
+    status  = uct_ep_am_short(r->ep, AM_ID, r->hdr, NULL, 0);
+    r->sent = (status == UCS_OK);
+    return status;
+}
+
+
+/* Sends on another endpoint; when that one has no resources, queues itself
+ * there and reports done here (UCP's rendezvous over two lanes does so). */
+static ucs_status_t req_move(uct_pending_req_t *self)
+{
+    req_t *r = ucs_container_of(self, req_t, req);
+    ucs_status_t status;
+
+    ++r->calls;
+    status = uct_ep_am_short(r->other, AM_ID, r->hdr, NULL, 0);
+    if (status == UCS_ERR_NO_RESOURCE) {
+        r->req.func = req_send;
+        r->ep       = r->other;
+        status      = uct_ep_pending_add(r->other, &r->req, 0);
+        return (status == UCS_OK) ? UCS_OK : UCS_ERR_NO_RESOURCE;
+    }
+    r->sent = (status == UCS_OK);
+    return status;
+}
+
+
+/* Queues itself again on the first call, sends on the second. */
+static ucs_status_t req_requeue(uct_pending_req_t *self)
+{
+    req_t *r = ucs_container_of(self, req_t, req);
+
+    if (r->calls == 0) {
+        ++r->calls;
+        return (uct_ep_pending_add(r->ep, &r->req, 0) == UCS_OK) ? UCS_OK :
+               UCS_ERR_NO_RESOURCE;
+    }
+    return req_send(self);
+}
+
+
+static void purge_count(uct_pending_req_t *self, void *arg)
+{
+    ++*(int*)arg;
+}
+
+
+static void progress_until(uct_test_node_t **nodes, int count,
+                           volatile int *flag, int value)
+{
+    double deadline = uct_test_now() + uct_test_timeout_s;
+
+    while ((*flag < value) && (uct_test_now() < deadline)) {
+        uct_test_progress(nodes, count);
+    }
+}
+
+
+static void run_pending(const char *dev_a, const char *dev_b)
+{
+    uct_test_node_t a, b, *nodes[2] = {&a, &b};
+    req_t move = {.hdr = 1}, again = {.hdr = 2};
+    int purged_here = 0, purged_there = 0;
+    uct_ep_params_t ep_params;
+    uct_ep_h spare; /* never connected: never has resources */
+    ucs_status_t status;
+    double deadline;
+
+    pair_open(&a, &b, dev_a, dev_b, 0);
+    memset(&ep_params, 0, sizeof(ep_params));
+    ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
+    ep_params.iface      = a.iface;
+    status               = uct_ep_create(&ep_params, &spare);
+    if (status != UCS_OK) {
+        uct_test_die("uct_ep_create", status);
+    }
+
+    move.req.func  = req_move;
+    move.other     = spare;
+    again.req.func = req_requeue;
+    again.ep       = a.ep;
+    uct_test_check((uct_ep_pending_add(a.ep, &move.req, 0) == UCS_OK) &&
+                   (uct_ep_pending_add(a.ep, &again.req, 0) == UCS_OK),
+                   "pending: two requests queued before the connection");
+
+    uct_test_node_connect_pair(&a, &b, NULL, NULL);
+    deadline = uct_test_now() + uct_test_timeout_s;
+    while (!again.sent && (uct_test_now() < deadline)) {
+        uct_test_progress(nodes, 2);
+    }
+    progress_until(nodes, 2, &g_num_seen, 1);
+
+    uct_test_check((move.calls == 1) && !move.sent,
+                   "pending: the first moved itself to another endpoint "
+                   "(calls %d)", move.calls);
+    uct_test_check(again.sent && (g_num_seen == 1) && (g_seen[0] == 2),
+                   "pending: the second queued itself again, then sent "
+                   "(sent %d, received %d)", again.sent, g_num_seen);
+
+    uct_ep_pending_purge(a.ep, purge_count, &purged_here);
+    uct_ep_pending_purge(spare, purge_count, &purged_there);
+    uct_test_check((purged_here == 0) && (purged_there == 1),
+                   "pending: the queues hold what they should (%d here, "
+                   "%d on the other endpoint)", purged_here, purged_there);
+
+    uct_ep_destroy(spare);
+    pair_close(&a, &b);
+}
+
+
+/* --------------------------------------------------------------- order -- */
+
+static void run_order(const char *dev_a, const char *dev_b)
+{
+    uct_test_node_t a, b, *nodes[2] = {&a, &b};
+    req_t queued = {.hdr = 1, .inprogress = 2};
+    ucs_status_t status;
+
+    pair_open(&a, &b, dev_a, dev_b, 0);
+    queued.req.func = req_send;
+    queued.ep       = a.ep;
+    uct_test_check(uct_ep_pending_add(a.ep, &queued.req, 0) == UCS_OK,
+                   "order: a request queued before the connection");
+
+    uct_test_node_connect_pair(&a, &b, NULL, NULL);
+    progress_until(nodes, 1, &queued.calls, 1); /* its turn, not yet done */
+
+    status = uct_ep_am_short(a.ep, AM_ID, 2, NULL, 0);
+    uct_test_check(status == UCS_ERR_NO_RESOURCE,
+                   "order: a new send while it waits is refused (%s)",
+                   ucs_status_string(status));
+
+    status = UCT_TEST_RETRY(nodes, 2, uct_ep_am_short(a.ep, AM_ID, 2, NULL,
+                                                      0));
+    progress_until(nodes, 2, &g_num_seen, 2);
+    uct_test_check((status == UCS_OK) && queued.sent && (g_num_seen == 2) &&
+                   (g_seen[0] == 1) && (g_seen[1] == 2),
+                   "order: the queued message arrives first (received %d: "
+                   "%" PRIu64 ", %" PRIu64 ")", g_num_seen, g_seen[0],
+                   g_seen[1]);
+    pair_close(&a, &b);
+}
+
+
+/* --------------------------------------------------------- zero-length -- */
+
+static void run_zero_length(const char *dev_a, const char *dev_b)
+{
+    uct_test_node_t a, b, *nodes[2] = {&a, &b};
+    uint64_t value = 0xfeedf00dcafe;
+    uct_test_comp_t comp;
+    ucs_status_t status;
+    ssize_t packed;
+    uct_iov_t iov;
+
+    pair_open(&a, &b, dev_a, dev_b, 1);
+
+    status = UCT_TEST_RETRY(nodes, 2, uct_ep_put_short(a.ep, NULL, 0, 0,
+                                                       UCT_INVALID_RKEY));
+    uct_test_check(status == UCS_OK, "zero-length: put_short (%s)",
+                   ucs_status_string(status));
+
+    packed = UCT_TEST_RETRY(nodes, 2, uct_ep_put_bcopy(a.ep, pack_none, NULL,
+                                                       0, UCT_INVALID_RKEY));
+    uct_test_check(packed == 0, "zero-length: put_bcopy (%zd)", packed);
+
+    uct_test_iov_init(&iov, a.buf, 0, a.memh);
+    uct_test_comp_init(&comp);
+    status = UCT_TEST_RETRY(nodes, 2, uct_ep_put_zcopy(a.ep, &iov, 1, 0,
+                                                       UCT_INVALID_RKEY,
+                                                       &comp.comp));
+    status = uct_test_comp_wait(nodes, 2, status, &comp);
+    uct_test_check(status == UCS_OK, "zero-length: put_zcopy (%s)",
+                   ucs_status_string(status));
+
+    uct_test_comp_init(&comp);
+    status = UCT_TEST_RETRY(nodes, 2, uct_ep_get_zcopy(a.ep, &iov, 1, 0,
+                                                       UCT_INVALID_RKEY,
+                                                       &comp.comp));
+    status = uct_test_comp_wait(nodes, 2, status, &comp);
+    uct_test_check(status == UCS_OK, "zero-length: get_zcopy (%s)",
+                   ucs_status_string(status));
+
+    uct_test_comp_init(&comp);
+    status = UCT_TEST_RETRY(nodes, 2, uct_ep_get_bcopy(a.ep, unpack_none,
+                                                       NULL, 0, 0,
+                                                       UCT_INVALID_RKEY,
+                                                       &comp.comp));
+    status = uct_test_comp_wait(nodes, 2, status, &comp);
+    uct_test_check(status == UCS_OK, "zero-length: get_bcopy (%s)",
+                   ucs_status_string(status));
+
+    /* The endpoint is healthy afterwards: real data still arrives. */
+    status = UCT_TEST_RETRY(nodes, 2, uct_ep_put_short(a.ep, &value,
+                                                       sizeof(value),
+                                                       (uintptr_t)b.buf,
+                                                       g_rkey.rkey));
+    if (status == UCS_OK) {
+        status = uct_test_ep_flush(nodes, 2, a.ep);
+    }
+    uct_test_check((status == UCS_OK) && !a.ep_error &&
+                   !memcmp(b.buf, &value, sizeof(value)),
+                   "zero-length: the endpoint still writes data (%s)",
+                   ucs_status_string(status));
+    pair_close(&a, &b);
+}
+
+
+/* ------------------------------------------------------------- destroy -- */
+
+static void run_destroy(const char *dev_a, const char *dev_b)
+{
+    uct_test_node_t a, b, *nodes[2] = {&a, &b};
+    uct_test_comp_t comp;
+    ucs_status_t status;
+    uct_iov_t iov;
+    int i, posted = 0;
+
+    pair_open(&a, &b, dev_a, dev_b, 1);
+    uct_test_comp_init(&comp);
+    comp.comp.count = 0;
+    uct_test_iov_init(&iov, a.buf, 4096, a.memh);
+    for (i = 0; i < 8; ++i) {
+        status = uct_ep_put_zcopy(a.ep, &iov, 1, (uintptr_t)b.buf,
+                                  g_rkey.rkey, &comp.comp);
+        if (status == UCS_INPROGRESS) {
+            ++comp.comp.count;
+            ++posted;
+        }
+    }
+
+    /* No progress on the initiator: nothing has reported yet. */
+    uct_ep_destroy(a.ep);
+    a.ep = NULL;
+    uct_test_check((posted > 0) && (comp.comp.count == 0),
+                   "destroy: %d outstanding writes completed by destroy "
+                   "(%d left)", posted, comp.comp.count);
+    uct_test_progress(nodes, 2);
+    pair_close(&a, &b);
+}
+
+
+/* -------------------------------------------------------------- limits -- */
+
+static int g_length_errors;
+
+static ucs_log_func_rc_t
+length_error_logger(const char *file, unsigned line, const char *function,
+                    ucs_log_level_t level,
+                    const ucs_log_component_config_t *comp_conf,
+                    const char *message, va_list ap)
+{
+    char text[256];
+
+    if (level != UCS_LOG_LEVEL_ERROR) {
+        return UCS_LOG_FUNC_RC_CONTINUE;
+    }
+    vsnprintf(text, sizeof(text), message, ap);
+    g_length_errors += (strstr(text, "length") != NULL);
+    return UCS_LOG_FUNC_RC_STOP;
+}
+
+
+static void run_limits(const char *dev_a, const char *dev_b)
+{
+    uct_test_node_t a, b, *nodes[2] = {&a, &b};
+    size_t am_max, put_max;
+    ucs_status_t status;
+    uint8_t *data;
+
+    pair_open(&a, &b, dev_a, dev_b, 1);
+    am_max  = a.iface_attr.cap.am.max_short;  /* header included */
+    put_max = a.iface_attr.cap.put.max_short;
+    data    = calloc(1, ucs_max(am_max, put_max) + 1);
+
+    status = UCT_TEST_RETRY(nodes, 2, uct_ep_am_short(a.ep, AM_ID, 0, data,
+                                                      am_max -
+                                                      sizeof(uint64_t)));
+    uct_test_check(status == UCS_OK, "limits: am_short of max_short %zu "
+                   "bytes (%s)", am_max, ucs_status_string(status));
+
+    g_length_errors = 0;
+    ucs_log_push_handler(length_error_logger);
+    status = uct_ep_am_short(a.ep, AM_ID, 0, data,
+                             am_max + 1 - sizeof(uint64_t));
+    ucs_log_pop_handler();
+    uct_test_check((status == UCS_ERR_INVALID_PARAM) &&
+                   (g_length_errors == 1),
+                   "limits: am_short of max_short + 1 refused, naming the "
+                   "length (%s, %d errors)", ucs_status_string(status),
+                   g_length_errors);
+
+    g_length_errors = 0;
+    ucs_log_push_handler(length_error_logger);
+    status = uct_ep_put_short(a.ep, data, put_max + 1, (uintptr_t)b.buf,
+                              g_rkey.rkey);
+    ucs_log_pop_handler();
+    uct_test_check((status == UCS_ERR_INVALID_PARAM) &&
+                   (g_length_errors == 1),
+                   "limits: put_short of max_short + 1 refused, naming the "
+                   "length (%s, %d errors)", ucs_status_string(status),
+                   g_length_errors);
+
+    free(data);
+    uct_test_ep_flush(nodes, 2, a.ep);
+    pair_close(&a, &b);
+}
+
+
+/* ----------------------------------------------------------- alignment -- */
+
+static ucs_status_t iface_try_open(uct_test_node_t *node, const char *dev,
+                                   uint64_t fields, size_t align,
+                                   size_t offset)
+{
+    uct_iface_config_t *config;
+    uct_iface_params_t params;
+    ucs_status_t status;
+    uct_iface_h iface;
+
+    status = uct_md_iface_config_read(node->md, UCT_TEST_TL_NAME, NULL, NULL,
+                                      &config);
+    if (status != UCS_OK) {
+        uct_test_die("uct_md_iface_config_read", status);
+    }
+
+    memset(&params, 0, sizeof(params));
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                  UCT_IFACE_PARAM_FIELD_DEVICE | fields;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = UCT_TEST_TL_NAME;
+    params.mode.device.dev_name = dev;
+    params.am_alignment         = align;
+    params.am_align_offset      = offset;
+
+    ucs_log_push_handler(length_error_logger); /* expected errors */
+    status = uct_iface_open(node->md, node->worker, &params, config, &iface);
+    ucs_log_pop_handler();
+    uct_config_release(config);
+    if (status == UCS_OK) {
+        uct_iface_close(iface);
+    }
+    return status;
+}
+
+
+static void run_alignment(const char *dev)
+{
+    static const struct {
+        uint64_t     fields;
+        size_t       align, offset;
+        ucs_status_t expect;
+    } cases[] = {
+        {UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT, 0, 0, UCS_ERR_INVALID_PARAM},
+        {UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT, 3, 0, UCS_ERR_INVALID_PARAM},
+        {UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET, 0, 11, UCS_ERR_INVALID_PARAM},
+        {UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT |
+         UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET, 8, 8, UCS_ERR_INVALID_PARAM},
+        {UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT |
+         UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET, 64, 3, UCS_OK},
+        {UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT, 4096, 0, UCS_OK}
+    };
+    uct_test_node_t node;
+    ucs_status_t status;
+    size_t i;
+
+    uct_test_node_open(&node, dev, 0);
+    for (i = 0; i < ucs_static_array_size(cases); ++i) {
+        status = iface_try_open(&node, dev, cases[i].fields, cases[i].align,
+                                cases[i].offset);
+        uct_test_check(status == cases[i].expect,
+                       "alignment: %zu, offset %zu%s -> %s", cases[i].align,
+                       cases[i].offset,
+                       (cases[i].fields &
+                        UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT) ? "" :
+                       " (no alignment)", ucs_status_string(status));
+    }
+    uct_test_node_close(&node);
+}
+
+
+/* ------------------------------------------------------------------ md -- */
+
+static void run_md(const char *dev)
+{
+    uct_test_node_t node;
+
+    uct_test_node_open(&node, dev, 0);
+    uct_test_check(node.md_attr.cap.max_alloc >= node.md_attr.cap.max_reg,
+                   "md: max_alloc %zu is not below max_reg %zu (0 hides "
+                   "every size from users that size by it)",
+                   node.md_attr.cap.max_alloc, node.md_attr.cap.max_reg);
+    uct_test_node_close(&node);
+}
+
+
+int main(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        void       (*pair)(const char*, const char*);
+        void       (*single)(const char*);
+    } checks[] = {
+        {"cancel",      run_cancel,      NULL},
+        {"pending",     run_pending,     NULL},
+        {"order",       run_order,       NULL},
+        {"zero-length", run_zero_length, NULL},
+        {"destroy",     run_destroy,     NULL},
+        {"limits",      run_limits,      NULL},
+        {"alignment",   NULL,            run_alignment},
+        {"md",          NULL,            run_md}
+    };
+    size_t i;
+
+    if ((argc != 3) && (argc != 4)) {
+        fprintf(stderr, "usage: %s DEV_A DEV_B [CHECK]\n", argv[0]);
+        return 2;
+    }
+
+    uct_test_init("uct_contract", OP_TIMEOUT_S);
+    for (i = 0; i < ucs_static_array_size(checks); ++i) {
+        if ((argc == 4) && strcmp(argv[3], checks[i].name)) {
+            continue;
+        }
+        if (checks[i].pair != NULL) {
+            checks[i].pair(argv[1], argv[2]);
+        } else {
+            checks[i].single(argv[1]);
+        }
+    }
+    return uct_test_summary();
+}
