@@ -221,8 +221,9 @@ static int run_data(const char *dev_a, const char *dev_b)
                            !memcmp(src + offset, dst + offset, length),
                            "get_zcopy size %zu offset %zu", length, offset);
 
-            /* am_short / am_bcopy / am_zcopy, delivered to B's handler */
-            if (length + 8 <= a.iface_attr.cap.am.max_short + 8) {
+            /* am_short / am_bcopy / am_zcopy, delivered to B's handler;
+             * an active message's max_short counts its 8-byte header */
+            if (length + sizeof(uint64_t) <= a.iface_attr.cap.am.max_short) {
                 uint64_t hdr = 0x1122334455667788ull ^ seed;
                 uct_test_fill(src + offset, length, ++seed);
                 g_am_count = 0;
