@@ -270,12 +270,14 @@ static void run_pending(const char *dev_a, const char *dev_b)
 static void run_order(const char *dev_a, const char *dev_b)
 {
     uct_test_node_t a, b, *nodes[2] = {&a, &b};
-    req_t queued = {.hdr = 1, .inprogress = 2};
+    req_t queued = {.hdr = 1, .inprogress = 2}, behind = {.hdr = 3};
     ucs_status_t status;
 
     pair_open(&a, &b, dev_a, dev_b, 0);
     queued.req.func = req_send;
     queued.ep       = a.ep;
+    behind.req.func = req_send;
+    behind.ep       = a.ep;
     uct_test_check(uct_ep_pending_add(a.ep, &queued.req, 0) == UCS_OK,
                    "order: a request queued before the connection");
 
@@ -287,14 +289,21 @@ static void run_order(const char *dev_a, const char *dev_b)
                    "order: a new send while it waits is refused (%s)",
                    ucs_status_string(status));
 
+    /* ... and queueing behind it is accepted: BUSY ("send it now") would
+     * make a caller that retries on BUSY spin (UCP does). */
+    status = uct_ep_pending_add(a.ep, &behind.req, 0);
+    uct_test_check(status == UCS_OK, "order: a request behind it is queued, "
+                   "not BUSY (%s)", ucs_status_string(status));
+
     status = UCT_TEST_RETRY(nodes, 2, uct_ep_am_short(a.ep, AM_ID, 2, NULL,
                                                       0));
-    progress_until(nodes, 2, &g_num_seen, 2);
-    uct_test_check((status == UCS_OK) && queued.sent && (g_num_seen == 2) &&
-                   (g_seen[0] == 1) && (g_seen[1] == 2),
-                   "order: the queued message arrives first (received %d: "
-                   "%" PRIu64 ", %" PRIu64 ")", g_num_seen, g_seen[0],
-                   g_seen[1]);
+    progress_until(nodes, 2, &g_num_seen, 3);
+    uct_test_check((status == UCS_OK) && queued.sent && behind.sent &&
+                   (g_num_seen == 3) && (g_seen[0] == 1) && (g_seen[1] == 3) &&
+                   (g_seen[2] == 2),
+                   "order: the queued messages arrive first, in their order "
+                   "(received %d: %" PRIu64 ", %" PRIu64 ", %" PRIu64 ")",
+                   g_num_seen, g_seen[0], g_seen[1], g_seen[2]);
     pair_close(&a, &b);
 }
 

@@ -1256,7 +1256,10 @@ ucs_status_t uct_rc_gdr_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
 {
     uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
 
-    if ((uct_rc_gdr_ep_check_tx(ep, 1) == UCS_OK) &&
+    /* BUSY only when the operation would now succeed: with requests queued
+     * it would not (its turn has not come), and a caller that retries on
+     * BUSY would spin. */
+    if ((uct_rc_gdr_ep_check_user_tx(ep, 1) == UCS_OK) &&
         !uct_rc_gdr_bounce_ep_blocked(ep)) {
         return UCS_ERR_BUSY;
     }
