@@ -1,7 +1,7 @@
 #!/bin/bash
 #
 # validate-site.sh: what a site with NVIDIA GPUs and RDMA NICs runs, after a
-# build, before anyone may say "GPUDirect RDMA works here" (DESIGN.md 6a).
+# build, before anyone may say "GPUDirect RDMA works here" (doc/DESIGN.md section 6a).
 #
 # Phases (each cell one file under OUT/cells, one row in OUT/summary.tsv):
 #   env       kernel, driver versions, nvidia-smi (topo -m), ibv_devinfo,

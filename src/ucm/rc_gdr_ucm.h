@@ -2,7 +2,7 @@
  * rc_gdr: CUDA free events.
  *
  * The registration cache must drop a CUDA entry before the allocation under
- * it is released (DESIGN.md, section 2). UCX reports that with
+ * it is released (doc/DESIGN.md, section 2). UCX reports that with
  * UCM_EVENT_MEM_TYPE_FREE, but only from its CUDA module (libucm_cuda); a UCX
  * built without CUDA, such as Debian's 1.13.1, accepts the subscription and
  * never fires it. This module gives the memory domains one subscription that

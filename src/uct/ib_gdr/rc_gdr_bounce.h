@@ -1,6 +1,6 @@
 /**
  * rc_gdr bounce lane: put/get zcopy when one side's GPU memory has no NIC
- * key (DESIGN.md section 3, "Host bounce lane").
+ * key (doc/DESIGN.md section 3, "The bounce lane").
  *
  * The user sees plain UCT put/get zcopy: UCS_INPROGRESS, then one completion
  * after the whole transfer; ep flush waits for every bounce transfer posted

@@ -1,6 +1,6 @@
 /*
  * rc_gdr flush-by-RDMA-read: which targets need a read before a flush may
- * complete, and the knob that overrides it (DESIGN.md section 3).
+ * complete, and the knob that overrides it (doc/DESIGN.md section 3).
  *
  * An RDMA WRITE into GPU memory is acknowledged by the NIC when it has been
  * placed on PCIe, not when the GPU can see it. On GPUs whose GPUDirect RDMA

@@ -1,5 +1,5 @@
 /**
- * rc_gdr: the GDR capability chain (DESIGN.md section 1).
+ * rc_gdr: the GDR capability chain (doc/DESIGN.md section 1).
  *
  * The chain, in order: GPU attribute, NIC port, a working registration
  * mechanism, PCIe distance, direction policy. Every step adds an evidence

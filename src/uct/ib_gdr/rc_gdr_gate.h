@@ -1,7 +1,7 @@
 /**
  * rc_gdr: the gate that decides, per GPU x NIC x direction, whether GPU
  * memory is reached by GPUDirect RDMA or through the host bounce lane, and
- * records why (DESIGN.md section 1).
+ * records why (doc/DESIGN.md section 1).
  *
  * The gate does no I/O: the caller probes the GPU, the NIC and the topology
  * and passes the facts in, so every decision can be replayed in a unit test.

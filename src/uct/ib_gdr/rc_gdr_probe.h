@@ -1,6 +1,6 @@
 /*
  * rc_gdr probe: gathers the facts the gate judges, by asking the CUDA driver
- * and by trying real registrations of a small GPU buffer (DESIGN section 1:
+ * and by trying real registrations of a small GPU buffer (doc/DESIGN.md section 1:
  * a mechanism is proven by a registration, not by a file that exists).
  * Used by the memory domain at open and by rc_gdr_info.
  */
