@@ -384,8 +384,10 @@ protected:
         ucs_status_t status;
 
         wire.dir          = dir;
-        wire.chunk_size   = m_chunk_size;
-        wire.num_chunks   = uct_rc_gdr_stage_num_chunks(length, m_chunk_size);
+        wire.chunk_size   = uct_rc_gdr_stage_chunk_size(length,
+                                                        m_chunk_size);
+        wire.num_chunks   = uct_rc_gdr_stage_num_chunks(length,
+                                                        wire.chunk_size);
         params.dir        = dir;
         params.gpu_addr   = gpu_addr;
         params.length     = length;
@@ -531,6 +533,63 @@ TEST_F(stage, chunk_geometry)
     EXPECT_EQ(chunk, length);
     uct_rc_gdr_stage_chunk(2 * chunk, chunk, 1, &offset, &length);
     EXPECT_EQ(chunk, length);
+}
+
+/* The chunk of a message: whole buffers from two buffers on, else halves
+ * of at least SPLIT_MIN; buffers below SPLIT_MIN are always whole chunks */
+TEST_F(stage, chunk_size_per_message)
+{
+    const size_t MIB   = 1024 * KIB;
+    const size_t split = UCT_RC_GDR_STAGE_SPLIT_MIN;
+    const size_t align = UCT_RC_GDR_STAGE_SPLIT_ALIGN;
+    const size_t buf   = 4 * MIB;
+    const struct {
+        size_t length;
+        size_t chunk;
+        size_t num_chunks;
+    } cases[] = {
+        {1,                   split,                   1},
+        {64 * KIB,            split,                   1},
+        {split,               split,                   1},
+        {split + 1,           split,                   2},
+        {3 * MIB / 2,         split,                   2},
+        {2 * MIB,             1 * MIB,                 2},
+        {2 * MIB + 1,         1 * MIB + align,         2},
+        {3 * MIB,             3 * MIB / 2,             2},
+        {4 * MIB,             2 * MIB,                 2},
+        {4 * MIB + 1,         2 * MIB + align,         2},
+        {7 * MIB,             7 * MIB / 2,             2},
+        {8 * MIB - 1,         buf,                     2},
+        {8 * MIB,             buf,                     2},
+        {9 * MIB + 3,         buf,                     3},
+        {64 * MIB,            buf,                     16}
+    };
+
+    ASSERT_EQ(1 * MIB, split) << "the cases below assume it";
+    for (const auto &c : cases) {
+        size_t chunk = uct_rc_gdr_stage_chunk_size(c.length, buf);
+
+        SCOPED_TRACE(c.length);
+        EXPECT_EQ(c.chunk, chunk);
+        EXPECT_EQ(c.num_chunks, uct_rc_gdr_stage_num_chunks(c.length, chunk));
+        EXPECT_LE(chunk, buf);
+    }
+
+    /* buffers below SPLIT_MIN: always whole */
+    for (size_t b : {(size_t)4096, 12 * KIB + 100, split - 1}) {
+        for (size_t length : {(size_t)1, b - 1, b, b + 1, 2 * b - 1, 2 * b,
+                              5 * b + 3}) {
+            EXPECT_EQ(b, uct_rc_gdr_stage_chunk_size(length, b))
+                    << "buffer " << b << " length " << length;
+        }
+    }
+
+    /* a buffer between SPLIT_MIN and twice it */
+    EXPECT_EQ(split + align, uct_rc_gdr_stage_chunk_size(2 * split + 3,
+                                                         split + 2 * align));
+    EXPECT_EQ(split + 2 * align,
+              uct_rc_gdr_stage_chunk_size(2 * split + 5 * align,
+                                          split + 2 * align));
 }
 
 TEST_F(stage, pool_buffers_registered_once)
@@ -1054,6 +1113,54 @@ TEST_F(stage, round_trip_many_sizes)
         round_trip(length, 3, seed++, test_wire::SYNC);
         round_trip(length, 3, seed++, test_wire::ASYNC, test_wire::RANDOM);
     }
+}
+
+/* Buffers of several MiB: messages below two buffers go in two chunks, the
+ * others in whole buffers; posts are contiguous and in order */
+TEST_F(stage, round_trip_per_message_chunks)
+{
+    const size_t MIB = 1024 * KIB;
+    const size_t buf = 2 * MIB;
+
+    create(buf, 4, 2);
+    unsigned seed = 60;
+    for (size_t length : {512 * KIB + 3, 3 * MIB / 2 + 1, 3 * MIB + 5,
+                          4 * MIB, 5 * MIB + 7}) {
+        size_t chunk = uct_rc_gdr_stage_chunk_size(length, buf);
+        size_t num   = uct_rc_gdr_stage_num_chunks(length, chunk);
+        std::vector<uint8_t> data = pattern(length, seed++);
+        std::vector<uint8_t> remote(length + 1, 0xee);
+        void *gpu = gpu_with(data);
+        size_t covered = 0;
+        test_wire wire;
+
+        SCOPED_TRACE(length);
+        ASSERT_NE(nullptr, gpu);
+        EXPECT_EQ((length <= UCT_RC_GDR_STAGE_SPLIT_MIN) ? 1u :
+                  (length < 2 * buf) ? 2u : (length + buf - 1) / buf, num);
+
+        wire.mode   = test_wire::ASYNC;
+        wire.remote = remote.data();
+        ASSERT_EQ(UCS_INPROGRESS, start(wire, UCT_RC_GDR_STAGE_D2H_WIRE, gpu,
+                                        length));
+        ASSERT_TRUE(run(wire, test_wire::RANDOM));
+        ASSERT_EQ(UCS_OK, wire.status);
+        ASSERT_EQ(num, wire.posts.size());
+        for (size_t i = 0; i < num; ++i) {
+            EXPECT_EQ(i, wire.posts[i].chunk);
+            EXPECT_EQ(covered, wire.posts[i].offset);
+            EXPECT_EQ(std::min(chunk, length - covered),
+                      wire.posts[i].length);
+            covered += wire.posts[i].length;
+        }
+        EXPECT_EQ(length, covered);
+        EXPECT_EQ(0, memcmp(remote.data(), data.data(), length));
+        EXPECT_EQ(0xee, remote[length]);
+
+        round_trip(length, 0, seed++, test_wire::ASYNC, test_wire::RANDOM);
+        round_trip(length, 1, seed++, test_wire::SYNC);
+    }
+    EXPECT_LE(pool_stats().in_use_max, 2u);
 }
 
 TEST_F(stage, round_trip_several_streams)

@@ -265,7 +265,7 @@ struct uct_rc_gdr_stage_xfer {
     uct_rc_gdr_stage_dir_t       dir;
     char                         *gpu_addr;
     size_t                       length;
-    size_t                       chunk_size;
+    size_t                       chunk_size;  /* chosen for the message */
     unsigned                     num_chunks;
     unsigned                     depth;
     unsigned                     next_start;  /* next chunk to start */
@@ -876,12 +876,11 @@ uct_rc_gdr_stage_xfer_start(uct_rc_gdr_stage_engine_t *engine,
                             const uct_rc_gdr_stage_xfer_params_t *params,
                             uct_rc_gdr_stage_xfer_t **xfer_p)
 {
-    size_t chunk_size = engine->pool->chunk_size;
     uct_rc_gdr_stage_xfer_t *xfer;
     uct_rc_gdr_cuda_ctx_h prev_ctx;
     uct_rc_gdr_stage_buf_t *buf;
+    size_t num_chunks, chunk_size;
     ucs_status_t status;
-    size_t num_chunks;
     unsigned depth;
 
     if ((params->ops == NULL) || (params->ops->post == NULL) ||
@@ -900,6 +899,8 @@ uct_rc_gdr_stage_xfer_start(uct_rc_gdr_stage_engine_t *engine,
         return UCS_OK;
     }
 
+    chunk_size = uct_rc_gdr_stage_chunk_size(params->length,
+                                             engine->pool->chunk_size);
     num_chunks = uct_rc_gdr_stage_num_chunks(params->length, chunk_size);
     if (num_chunks > UINT_MAX) {
         ucs_error("%s: transfer of %zu bytes has too many chunks of %zu",

@@ -17,7 +17,10 @@
  *       D2H_WIRE  GPU source -> D2H copy into staging -> wire (send);
  *       WIRE_H2D  wire -> staging -> H2D copy to the GPU (receive);
  *     with up to `depth` chunks of a transfer in flight, so that the CUDA
- *     copy of chunk k+1 overlaps the wire transfer of chunk k.
+ *     copy of chunk k+1 overlaps the wire transfer of chunk k. The chunk
+ *     size is chosen per message (uct_rc_gdr_stage_chunk_size()): a buffer
+ *     is the largest chunk, and a message shorter than two buffers is cut
+ *     in two, so that it still overlaps copy and wire.
  *
  * The wire is the owner's: post() starts moving one staged chunk (for RC, an
  * RDMA write or read; for the benchmark, a loopback memcpy) and the owner
@@ -48,6 +51,7 @@
 #include "rc_gdr_cuda.h"
 
 #include <ucs/sys/compiler_def.h>
+#include <ucs/sys/math.h>
 #include <ucs/type/status.h>
 
 #include <stddef.h>
@@ -56,24 +60,35 @@
 BEGIN_C_DECLS
 
 /*
- * Tunables, with their defaults. From contrib/bench-stage.sh on H200 (driver
- * 580, no NIC): each chunk costs the copy engine ~2 us whatever the depth, so
- * engine/pinned at >= 4 MiB is 0.67-0.77 with 256 KiB chunks, 0.90-0.94 with
- * 1 MiB, 0.96-0.98 with 2 MiB, ~1.0 with 4 MiB; but a chunk is also the
- * pipeline's fill time, and with a wire as fast as the copy (NDR) 1 MiB
- * moves 4 MiB messages fastest and 64 MiB ones as fast as any. Depth beyond
- * 2 changed nothing over the stand-in wire; 4 leaves room for a NIC's
- * completion latency. A second stream per direction gained nothing.
+ * Tunables, with their defaults (plain numbers, so that a configuration
+ * table can take them with UCS_PP_MAKE_STRING). Measured on an H200 (driver
+ * 580, PCIe Gen5, no NIC; doc/MEASUREMENTS.md): every CUDA copy costs the
+ * copy engine ~2 us of its own, whether or not an event follows it, whatever
+ * the copies in flight and over one stream or four. Against one pinned copy
+ * of 64 MiB, back-to-back copies of 1 MiB reach 0.88-0.90, of 2 MiB
+ * 0.94-0.95, of 4 MiB 0.97-0.98: only larger copies help. Hence 4 MiB
+ * buffers, with the chunk chosen per message (below) so that messages of
+ * less than two buffers still overlap copy and wire. Two chunks in flight
+ * keep the copy engine busy (a third and fourth changed nothing); 16 buffers
+ * serve as many large transfers at once as 32 of 1 MiB did at depth 4.
  */
-#define UCT_RC_GDR_STAGE_CHUNK_SIZE_DEFAULT  (1ul << 20) /* bytes per chunk */
-#define UCT_RC_GDR_STAGE_DEPTH_DEFAULT       4   /* chunks in flight/transfer */
-#define UCT_RC_GDR_STAGE_POOL_SIZE_DEFAULT   32  /* staging buffers */
+#define UCT_RC_GDR_STAGE_CHUNK_SIZE_DEFAULT  4194304 /* bytes per buffer:
+                                                        the largest chunk */
+#define UCT_RC_GDR_STAGE_DEPTH_DEFAULT       2   /* chunks in flight/transfer */
+#define UCT_RC_GDR_STAGE_POOL_SIZE_DEFAULT   16  /* staging buffers */
 #define UCT_RC_GDR_STAGE_STREAMS_DEFAULT     1   /* CUDA streams/direction */
 
 /* Limits of the values above */
 #define UCT_RC_GDR_STAGE_CHUNK_SIZE_MIN      4096
 #define UCT_RC_GDR_STAGE_DEPTH_MAX           64
 #define UCT_RC_GDR_STAGE_STREAMS_MAX         8
+
+/* Per-message chunks: a message shorter than two buffers is cut in two
+ * halves rounded up to SPLIT_ALIGN, but no chunk is made smaller than
+ * SPLIT_MIN (a message of up to SPLIT_MIN is one chunk): copies of less cost
+ * the copy engine more than they gain in overlap */
+#define UCT_RC_GDR_STAGE_SPLIT_MIN           (1ul << 20)
+#define UCT_RC_GDR_STAGE_SPLIT_ALIGN         (64ul << 10)
 
 
 typedef struct uct_rc_gdr_stage_pool   uct_rc_gdr_stage_pool_t;
@@ -168,7 +183,9 @@ typedef struct uct_rc_gdr_stage_ops {
     /*
      * Start the wire part of chunk `chunk_index`: bytes [offset, offset +
      * length) of the message, in `buf`. D2H_WIRE: buf holds the data, send
-     * it. WIRE_H2D: bring the data into buf.
+     * it. WIRE_H2D: bring the data into buf. Every chunk of a transfer but
+     * the last is uct_rc_gdr_stage_chunk_size(message length, buffer size)
+     * bytes long.
      * Returns:
      *   UCS_INPROGRESS       started; the owner calls
      *                        uct_rc_gdr_stage_wire_done() (or _wire_error)
@@ -293,8 +310,29 @@ const char *uct_rc_gdr_stage_dir_str(uct_rc_gdr_stage_dir_t dir);
 
 
 /*
- * Chunking: a message of `length` bytes is ceil(length / chunk_size) chunks;
- * all but the last are chunk_size bytes.
+ * Chunking: a message of `length` bytes through staging buffers of
+ * `buf_size` bytes goes in chunks of uct_rc_gdr_stage_chunk_size(length,
+ * buf_size) bytes: buf_size from two buffers on, else half the message
+ * (rounded up to SPLIT_ALIGN) but at least SPLIT_MIN and at most buf_size.
+ * With buffers below SPLIT_MIN every chunk is a whole buffer.
+ */
+static UCS_F_ALWAYS_INLINE size_t
+uct_rc_gdr_stage_chunk_size(size_t length, size_t buf_size)
+{
+    size_t half;
+
+    if (length >= (2 * buf_size)) {
+        return buf_size;
+    }
+
+    half = ucs_align_up_pow2(length - (length / 2),
+                             UCT_RC_GDR_STAGE_SPLIT_ALIGN);
+    return ucs_min(buf_size, ucs_max(half, UCT_RC_GDR_STAGE_SPLIT_MIN));
+}
+
+/*
+ * A message of `length` bytes is ceil(length / chunk_size) chunks; all but
+ * the last are chunk_size bytes.
  */
 static UCS_F_ALWAYS_INLINE size_t
 uct_rc_gdr_stage_num_chunks(size_t length, size_t chunk_size)
