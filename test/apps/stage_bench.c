@@ -9,18 +9,23 @@
  *   memcpy  a host thread memcpy()s each staged chunk between the staging
  *           buffer and a host buffer (the bytes an RDMA engine would move)
  *           and reports completion asynchronously, as a CQ would;
- *   paced   the memcpy wire held to a line rate (default 25 GB/s, HDR), so
- *           that the wire stage has a known, NIC-like cost.
+ *   paced   a chunk completes after length / line rate (25 GB/s, HDR, and
+ *           50 GB/s, NDR, by default), one after the other as on a link,
+ *           moving no data (a host memcpy is slower than such links): the
+ *           wire stage has a known, NIC-like cost.
  *
  * What it prints, for messages of 64 KiB .. 64 MiB (both directions):
  *   - pinned cuMemcpyDtoH / cuMemcpyHtoD GB/s (one synchronous copy of the
  *     whole message: the reference);
  *   - the engine's GB/s with the no-op and the memcpy wire, one message at
- *     a time, start to completion callback, and the ratio to pinned;
+ *     a time, start to completion callback, and the ratio to pinned, with
+ *     the chunk size the engine chose for the message;
  *   - for chunked messages: each stage alone, their sum and the pipelined
  *     total (pipelined should be close to the slowest stage, not the sum);
- *   - a sweep of chunk sizes (256 KiB .. 4 MiB) and depths (2 .. 8), and
- *     the pair it picks as defaults;
+ *   - a sweep of buffer sizes (1 .. 8 MiB) and depths (2 .. 4), and the
+ *     pair it picks as defaults;
+ *   - with -P instead: raw copy pipelines without the engine (copy size x
+ *     copies in flight x streams), and the host time of driver calls;
  *   - a byte-exact round trip through the engine.
  *
  * Without a usable GPU it says so and exits 0. --emulated runs it against
@@ -62,10 +67,9 @@
 
 #define BENCH_ERR(...) fprintf(stderr, "stage_bench: " __VA_ARGS__)
 
-static const size_t   sweep_chunks[] = {256 * KIB, 512 * KIB, 1 * MIB,
-                                        2 * MIB, 4 * MIB};
-static const unsigned sweep_depths[] = {2, 4, 8};
-static const size_t   sweep_sizes[]  = {4 * MIB, 64 * MIB};
+static const size_t   sweep_chunks[] = {1 * MIB, 2 * MIB, 4 * MIB, 8 * MIB};
+static const unsigned sweep_depths[] = {2, 3, 4};
+static const size_t   sweep_sizes[]  = {4 * MIB, 16 * MIB, 64 * MIB};
 #define ARRAY_LEN(_a) (sizeof(_a) / sizeof((_a)[0]))
 
 
@@ -76,9 +80,10 @@ static struct {
     unsigned   depth;       /* 0: from the sweep */
     unsigned   streams;
     int        sweep;
+    int        probe;
     double     target_s;    /* time per measurement */
-    double     paced_gbps;
-    double     model_gbps;  /* wire rate of the sweep's model */
+    double     paced_gbps;  /* the stage table's first paced wire */
+    double     model_gbps;  /* its second one, and the sweep's */
     int        device;
     int        emulate;
     const char *emulated_lib;
@@ -148,7 +153,7 @@ typedef struct {
     wire_ring_t submit;
     wire_ring_t done;
     _Atomic int stop;
-    double      rate;        /* bytes/s, 0: as fast as memcpy */
+    double      rate;        /* bytes/s, 0: memcpy, as fast as it goes */
 } wire_t;
 
 static void wire_ring_push(wire_ring_t *ring, const wire_job_t *job)
@@ -206,12 +211,13 @@ static void *wire_thread(void *arg)
                         (job.len / wire->rate);
         }
 
-        memcpy(job.dst, job.src, job.len);
-
         if (wire->rate > 0) {
+            /* a host memcpy is slower than the links this stands for */
             while (now_sec() < next_free) {
                 cpu_relax();
             }
+        } else {
+            memcpy(job.dst, job.src, job.len);
         }
 
         wire_ring_push(&wire->done, &job);
@@ -602,7 +608,7 @@ static int measure_wire_alone(bench_engine_t *be, uct_rc_gdr_stage_dir_t dir,
     wa.dir    = dir;
     wa.remote = mem.remote;
     wa.size   = size;
-    wa.chunk  = be->chunk;
+    wa.chunk  = uct_rc_gdr_stage_chunk_size(size, be->chunk);
     wa.depth  = be->depth;
     for (i = 0; i < be->depth; ++i) {
         if (uct_rc_gdr_stage_pool_get(be->pool, &wa.bufs[i]) != UCS_OK) {
@@ -623,6 +629,14 @@ static const uct_rc_gdr_stage_dir_t dirs[] = {UCT_RC_GDR_STAGE_D2H_WIRE,
                                               UCT_RC_GDR_STAGE_WIRE_H2D};
 static const char *dir_names[] = {"D2H  GPU->staging->wire",
                                   "H2D  wire->staging->GPU"};
+
+/* The chunk the engine uses for a message (the message when it is one) */
+static size_t msg_chunk(size_t size, size_t buf_size)
+{
+    size_t chunk = uct_rc_gdr_stage_chunk_size(size, buf_size);
+
+    return (chunk < size) ? chunk : size;
+}
 
 /* Reference copies, cached per (direction, size index) */
 static double ref_cache[2][MAX_SIZES + ARRAY_LEN(sweep_sizes)];
@@ -649,155 +663,138 @@ static int ref_for(int d, size_t size, double *sec_p)
 
 
 /*
- * Sweep: chunk x depth at 4 MiB and 64 MiB; pick the defaults
+ * Sweep: buffer size x depth at 4, 16 and 64 MiB; pick the defaults
  */
 
 typedef struct {
-    size_t   chunk;
+    size_t   chunk;     /* buffer size: the largest chunk */
     unsigned depth;
-    double   score;
+    double   min_ratio; /* lowest noop / pinned over sizes and directions */
+    double   eff;       /* mean efficiency with the paced wire */
 } sweep_pick_t;
 
-/*
- * The pipelined time of a message over a wire of line rate `rate` (bytes/s),
- * from the measured copy stage: n chunks, each stage per chunk as measured
- * (copy) or as the line rate says (wire); the slower one paces the pipe,
- * the faster one shows once (fill or drain).
- */
-static double model_time(const dir_result_t *x, size_t size, size_t chunk,
-                         double rate)
-{
-    size_t n         = uct_rc_gdr_stage_num_chunks(size, chunk);
-    double copy_one  = x->noop_s / n;
-    double wire_one  = (double)chunk / rate;
+#define SWEEP_TARGET 0.95
 
-    return (n * ((copy_one > wire_one) ? copy_one : wire_one)) +
-           ((copy_one > wire_one) ? wire_one : copy_one);
+/* Is `a` a better pick than `b` (see run_sweep's header line) */
+static int sweep_better(const sweep_pick_t *a, const sweep_pick_t *b)
+{
+    int a_meets = (a->min_ratio >= SWEEP_TARGET);
+    int b_meets = (b->min_ratio >= SWEEP_TARGET);
+    size_t a_mem = a->chunk * a->depth;
+    size_t b_mem = b->chunk * b->depth;
+
+    if (b->chunk == 0) {
+        return 1;
+    } else if (a_meets != b_meets) {
+        return a_meets;
+    } else if (!a_meets) {
+        return a->min_ratio > b->min_ratio;
+    } else if ((a_mem < b_mem) && (a->eff >= (b->eff * 0.99))) {
+        return 1;
+    } else if ((a_mem > b_mem) && (b->eff >= (a->eff * 0.99))) {
+        return 0;
+    }
+    return a->eff > b->eff;
 }
 
 static int run_sweep(sweep_pick_t *pick)
 {
     const double rate = opts.model_gbps * GB;
-    double scores[ARRAY_LEN(sweep_chunks)][ARRAY_LEN(sweep_depths)];
-    dir_result_t r[2][ARRAY_LEN(sweep_sizes)];
-    double model_s[2], score, best = -1, ratio;
-    char sbuf[32], cbuf[32];
+    sweep_pick_t res[ARRAY_LEN(sweep_chunks)][ARRAY_LEN(sweep_depths)];
+    double ref_s, noop_s, paced_s, ideal_s, ratio, eff;
+    char sbuf[32], cbuf[32], kbuf[32];
+    sweep_pick_t *r;
     size_t ci, di, si;
     bench_engine_t be;
     wire_t wire;
     int d, n;
 
-    printf("\n# %sSWEEP: chunk size x depth (1 stream), engine with the "
-           "no-op wire (copy pipeline) and the memcpy wire (loopback "
-           "stand-in, no NIC)\n", label);
-    printf("# noop = GB/s with the no-op wire, ratio = noop / pinned; "
-           "memcpy = GB/s with the memcpy wire, eff = slowest stage alone / "
-           "pipelined;\n# model = GB/s of the measured copy stage pipelined "
-           "with a %.0f GB/s wire (-m), computed, not measured\n",
-           opts.model_gbps);
-    printf("# score = mean over D2H/H2D and %zu MiB/%zu MiB of model / "
-           "pinned: the pick is the best score, or one within 1%% with less "
-           "pinned memory per transfer\n", sweep_sizes[0] / MIB,
-           sweep_sizes[1] / MIB);
-    printf("# %-8s %5s %8s | %-34s | %-34s | %6s\n", "chunk", "depth",
-           "size", "D2H noop ratio memcpy  eff model",
-           "H2D noop ratio memcpy  eff model", "score");
+    printf("\n# %sSWEEP: buffer size (the largest chunk) x depth, 1 stream; "
+           "chunk = the chunk the engine chose for the message\n", label);
+    printf("# ratio = engine with the no-op wire (copy pipeline) / one pinned "
+           "copy; eff = max(pinned copy, the wire's line time) / engine with "
+           "a paced %.0f GB/s wire (no data moved, -m)\n", opts.model_gbps);
+    printf("# pick: of the configurations with ratio >= %.2f at every size "
+           "in both directions, the best mean eff, or one within 1%% of it "
+           "with less pinned memory per transfer (buffer x depth); if none "
+           "meets %.2f, the best lowest ratio\n", SWEEP_TARGET, SWEEP_TARGET);
+    printf("# %-7s %5s %7s | %-29s | %-29s\n", "buffer", "depth", "size",
+           "D2H chunk  GB/s ratio   eff", "H2D chunk  GB/s ratio   eff");
 
     for (ci = 0; ci < ARRAY_LEN(sweep_chunks); ++ci) {
         for (di = 0; di < ARRAY_LEN(sweep_depths); ++di) {
-            if (bench_engine_create(&be, sweep_chunks[ci], sweep_depths[di],
-                                    1) != 0) {
+            r            = &res[ci][di];
+            r->chunk     = sweep_chunks[ci];
+            r->depth     = sweep_depths[di];
+            r->min_ratio = 2;
+            r->eff       = 0;
+            n            = 0;
+
+            if (bench_engine_create(&be, r->chunk, r->depth, 1) != 0) {
                 return -1;
             }
-            if (wire_start(&wire, 0) != 0) {
+            if (wire_start(&wire, rate) != 0) {
                 bench_engine_destroy(&be);
                 return -1;
             }
 
-            score = 0;
-            n     = 0;
             for (si = 0; si < ARRAY_LEN(sweep_sizes); ++si) {
                 if (sweep_sizes[si] > mem.size) {
                     continue;
                 }
+                printf("  %-7s %5u %7s |", size_str(r->chunk, cbuf,
+                                                   sizeof(cbuf)),
+                       r->depth, size_str(sweep_sizes[si], sbuf,
+                                          sizeof(sbuf)));
                 for (d = 0; d < 2; ++d) {
-                    dir_result_t *x = &r[d][si];
-
-                    if ((ref_for(d, sweep_sizes[si], &x->ref_s) != 0) ||
+                    if ((ref_for(d, sweep_sizes[si], &ref_s) != 0) ||
                         (measure_engine(&be, dirs[d], sweep_sizes[si], NULL,
-                                        &x->noop_s) != 0) ||
+                                        &noop_s) != 0) ||
                         (measure_engine(&be, dirs[d], sweep_sizes[si], &wire,
-                                        &x->memcpy_s) != 0) ||
-                        (measure_wire_alone(&be, dirs[d], sweep_sizes[si],
-                                            &wire, &x->wire_s) != 0)) {
+                                        &paced_s) != 0)) {
                         wire_stop(&wire);
                         bench_engine_destroy(&be);
                         return -1;
                     }
-                    model_s[d] = model_time(x, sweep_sizes[si],
-                                            sweep_chunks[ci], rate);
-                    ratio      = x->ref_s / model_s[d];
-                    score     += (ratio > 1) ? 1 : ratio;
+                    ideal_s      = sweep_sizes[si] / rate;
+                    ideal_s      = (ideal_s > ref_s) ? ideal_s : ref_s;
+                    ratio        = ref_s / noop_s;
+                    eff          = ideal_s / paced_s;
+                    r->min_ratio = (ratio < r->min_ratio) ? ratio :
+                                                            r->min_ratio;
+                    r->eff      += eff;
                     ++n;
-                }
-
-                printf("  %-8s %5u %8s |", size_str(sweep_chunks[ci], cbuf,
-                                                   sizeof(cbuf)),
-                       sweep_depths[di],
-                       size_str(sweep_sizes[si], sbuf, sizeof(sbuf)));
-                for (d = 0; d < 2; ++d) {
-                    const dir_result_t *x = &r[d][si];
-
-                    printf(" %8.1f %5.3f %6.1f %4.2f %5.1f |",
-                           gbps(sweep_sizes[si], x->noop_s),
-                           x->ref_s / x->noop_s,
-                           gbps(sweep_sizes[si], x->memcpy_s),
-                           ((x->noop_s > x->wire_s) ? x->noop_s : x->wire_s) /
-                           x->memcpy_s, gbps(sweep_sizes[si], model_s[d]));
+                    printf(" %9s %5.1f %5.3f %5.3f |",
+                           size_str(msg_chunk(sweep_sizes[si], r->chunk),
+                                    kbuf, sizeof(kbuf)),
+                           gbps(sweep_sizes[si], noop_s), ratio, eff);
                 }
                 printf("\n");
             }
-            score = (n > 0) ? (score / n) : 0;
-            printf("  %-8s %5u %8s | %34s | %34s | %6.3f\n",
-                   size_str(sweep_chunks[ci], cbuf, sizeof(cbuf)),
-                   sweep_depths[di], "", "", "", score);
+            r->eff = (n > 0) ? (r->eff / n) : 0;
+            printf("  %-7s %5u %7s | lowest ratio %5.3f, mean eff %5.3f%s\n",
+                   size_str(r->chunk, cbuf, sizeof(cbuf)), r->depth, "all",
+                   r->min_ratio, r->eff,
+                   (r->min_ratio >= SWEEP_TARGET) ? "" : "  < target");
             fflush(stdout);
 
-            scores[ci][di] = score;
             wire_stop(&wire);
             bench_engine_destroy(&be);
         }
     }
 
-    /* the best, or one as good (within 1%) with less pinned memory per
-       transfer */
+    pick->chunk = 0;
     for (ci = 0; ci < ARRAY_LEN(sweep_chunks); ++ci) {
         for (di = 0; di < ARRAY_LEN(sweep_depths); ++di) {
-            best = (scores[ci][di] > best) ? scores[ci][di] : best;
-        }
-    }
-    for (ci = 0; ci < ARRAY_LEN(sweep_chunks); ++ci) {
-        for (di = 0; di < ARRAY_LEN(sweep_depths); ++di) {
-            if ((scores[ci][di] < (best * 0.99)) ||
-                ((pick->score > 0) &&
-                 ((sweep_chunks[ci] * sweep_depths[di]) >
-                  (pick->chunk * pick->depth))) ||
-                ((pick->score > 0) &&
-                 ((sweep_chunks[ci] * sweep_depths[di]) ==
-                  (pick->chunk * pick->depth)) &&
-                 (scores[ci][di] <= pick->score))) {
-                continue;
+            if (sweep_better(&res[ci][di], pick)) {
+                *pick = res[ci][di];
             }
-            pick->chunk = sweep_chunks[ci];
-            pick->depth = sweep_depths[di];
-            pick->score = scores[ci][di];
         }
     }
 
-    printf("# %sPICKED: chunk %s depth %u (score %.3f; best %.3f; ties "
-           "within 1%% go to less pinned memory per transfer)\n", label,
-           size_str(pick->chunk, cbuf, sizeof(cbuf)), pick->depth,
-           pick->score, best);
+    printf("# %sPICKED: buffer %s depth %u (lowest ratio %.3f, mean eff "
+           "%.3f)\n", label, size_str(pick->chunk, cbuf, sizeof(cbuf)),
+           pick->depth, pick->min_ratio, pick->eff);
     return 0;
 }
 
@@ -808,7 +805,7 @@ static int run_sweep(sweep_pick_t *pick)
 
 static int run_table(size_t chunk, unsigned depth, unsigned streams)
 {
-    char sbuf[32], cbuf[32];
+    char sbuf[32], cbuf[32], kbuf[32];
     dir_result_t x;
     bench_engine_t be;
     wire_t wire;
@@ -824,13 +821,13 @@ static int run_table(size_t chunk, unsigned depth, unsigned streams)
     }
 
     for (d = 0; d < 2; ++d) {
-        printf("\n# %s%s: chunk %s, depth %u, %u stream(s); wire = LOOPBACK "
-               "STAND-IN (no NIC)\n", label, dir_names[d],
+        printf("\n# %s%s: buffer %s, depth %u, %u stream(s); wire = "
+               "LOOPBACK STAND-IN (no NIC)\n", label, dir_names[d],
                size_str(chunk, cbuf, sizeof(cbuf)), depth, streams);
-        printf("# %9s %12s | %12s %6s | %12s %6s | %10s\n", "size",
-               "pinned GB/s", "engine GB/s", "ratio", "engine GB/s", "ratio",
-               "wire alone");
-        printf("# %9s %12s | %19s | %19s | %10s\n", "", "(one copy)",
+        printf("# %9s %9s %12s | %12s %6s | %12s %6s | %10s\n", "size",
+               "chunk", "pinned GB/s", "engine GB/s", "ratio", "engine GB/s",
+               "ratio", "wire alone");
+        printf("# %9s %9s %12s | %19s | %19s | %10s\n", "", "", "(one copy)",
                "no-op wire", "memcpy wire", "GB/s");
 
         for (size = opts.min_size; size <= opts.max_size; size *= 2) {
@@ -843,13 +840,16 @@ static int run_table(size_t chunk, unsigned depth, unsigned streams)
                 goto err;
             }
 
-            printf("  %9s %12.1f | %12.1f %6.3f | %12.1f %6.3f | %10.1f%s\n",
-                   size_str(size, sbuf, sizeof(sbuf)), gbps(size, x.ref_s),
+            printf("  %9s %9s %12.1f | %12.1f %6.3f | %12.1f %6.3f | "
+                   "%10.1f%s\n", size_str(size, sbuf, sizeof(sbuf)),
+                   size_str(msg_chunk(size, chunk), kbuf, sizeof(kbuf)),
+                   gbps(size, x.ref_s),
                    gbps(size, x.noop_s), x.ref_s / x.noop_s,
                    gbps(size, x.memcpy_s), x.ref_s / x.memcpy_s,
                    gbps(size, x.wire_s),
-                   ((size >= 4 * MIB) && ((x.ref_s / x.noop_s) < 0.90)) ?
-                   "  < 0.90 target" : "");
+                   ((size >= 4 * MIB) &&
+                    ((x.ref_s / x.noop_s) < SWEEP_TARGET)) ?
+                   "  < 0.95 target" : "");
             fflush(stdout);
         }
     }
@@ -866,8 +866,8 @@ err:
 
 static int run_stages(size_t chunk, unsigned depth, unsigned streams)
 {
-    const size_t sizes[] = {16 * MIB, 64 * MIB};
-    const double rates[] = {0, opts.paced_gbps * GB};
+    const size_t sizes[] = {4 * MIB, 16 * MIB, 64 * MIB};
+    const double rates[] = {0, opts.paced_gbps * GB, opts.model_gbps * GB};
     double copy_s, wire_s, pipe_s, slowest;
     char sbuf[32], cbuf[32], wbuf[48];
     bench_engine_t be;
@@ -879,11 +879,12 @@ static int run_stages(size_t chunk, unsigned depth, unsigned streams)
         return -1;
     }
 
-    printf("\n# %sPIPELINE STAGES of one chunked message: chunk %s, depth %u; "
-           "wire = LOOPBACK STAND-IN (no NIC)\n", label,
+    printf("\n# %sPIPELINE STAGES of one chunked message: buffer %s, depth "
+           "%u; wire = LOOPBACK STAND-IN (no NIC)\n", label,
            size_str(chunk, cbuf, sizeof(cbuf)), depth);
     printf("# copy alone = engine with the no-op wire; wire alone = the same "
-           "chunks through the wire thread, no CUDA\n");
+           "chunks through the wire thread, no CUDA; paced wires move no "
+           "data\n");
     printf("# %-4s %7s %-13s | %9s %9s | %9s %9s | %9s | %8s %8s\n", "dir",
            "size", "wire", "copy ms", "wire ms", "sum ms", "slowest",
            "pipelined", "/slowest", "/sum");
@@ -897,7 +898,7 @@ static int run_stages(size_t chunk, unsigned depth, unsigned streams)
             return -1;
         }
         if (rates[ri] > 0) {
-            snprintf(wbuf, sizeof(wbuf), "paced %.0fGB/s", opts.paced_gbps);
+            snprintf(wbuf, sizeof(wbuf), "paced %.0fGB/s", rates[ri] / GB);
         } else {
             snprintf(wbuf, sizeof(wbuf), "memcpy");
         }
@@ -968,6 +969,245 @@ static int run_streams(size_t chunk, unsigned depth)
     return 0;
 }
 
+/*
+ * Probe (-P): raw copy pipelines without the engine, to see where a chunked
+ * message loses time against one copy: the copy engine's cost per copy
+ * (back-to-back copies, one event at the end), the cost of an event per copy
+ * with the host waiting for it before reusing a slot (what the engine does),
+ * and whether more streams hide either
+ */
+
+#define PROBE_MAX_STREAMS  4
+#define PROBE_MAX_INFLIGHT 16
+
+typedef struct {
+    uct_rc_gdr_stage_dir_t   dir;
+    size_t                   size;
+    size_t                   unit;      /* bytes per copy */
+    unsigned                 inflight;  /* 0: all copies at once, no events
+                                           between them */
+    unsigned                 streams;
+    uct_rc_gdr_cuda_stream_h stream[PROBE_MAX_STREAMS];
+    uct_rc_gdr_cuda_event_h  event[PROBE_MAX_INFLIGHT];
+} probe_t;
+
+static ucs_status_t probe_copy(probe_t *p, size_t index, void *host)
+{
+    size_t offset, length;
+    char *gpu;
+
+    uct_rc_gdr_stage_chunk(p->size, p->unit, index, &offset, &length);
+    if (p->dir == UCT_RC_GDR_STAGE_D2H_WIRE) {
+        gpu = (char*)mem.gpu_src + offset;
+        return uct_rc_gdr_cuda_memcpy_dtoh_async(host, gpu, length,
+                                                 p->stream[index %
+                                                           p->streams]);
+    }
+
+    gpu = (char*)mem.gpu_dst + offset;
+    return uct_rc_gdr_cuda_memcpy_htod_async(gpu, host, length,
+                                             p->stream[index % p->streams]);
+}
+
+static int probe_run(void *arg)
+{
+    probe_t *p = arg;
+    size_t n   = uct_rc_gdr_stage_num_chunks(p->size, p->unit);
+    size_t issued = 0, done = 0, offset, length;
+    ucs_status_t status;
+    unsigned s;
+
+    if (p->inflight == 0) {
+        for (issued = 0; issued < n; ++issued) {
+            uct_rc_gdr_stage_chunk(p->size, p->unit, issued, &offset,
+                                   &length);
+            if (probe_copy(p, issued, (char*)mem.pinned + offset) != UCS_OK) {
+                return -1;
+            }
+        }
+        for (s = 0; s < p->streams; ++s) {
+            if (uct_rc_gdr_cuda_stream_synchronize(p->stream[s]) != UCS_OK) {
+                return -1;
+            }
+        }
+        return 0;
+    }
+
+    while (done < n) {
+        while ((issued < n) && ((issued - done) < p->inflight)) {
+            if ((probe_copy(p, issued, (char*)mem.pinned +
+                            ((issued % p->inflight) * p->unit)) != UCS_OK) ||
+                (uct_rc_gdr_cuda_event_record(
+                        p->event[issued % p->inflight],
+                        p->stream[issued % p->streams]) != UCS_OK)) {
+                return -1;
+            }
+            ++issued;
+        }
+
+        status = uct_rc_gdr_cuda_event_query(p->event[done % p->inflight]);
+        if (status == UCS_OK) {
+            ++done;
+        } else if (status != UCS_INPROGRESS) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Host time of one driver call, in ns */
+static void probe_call_costs(void)
+{
+    const unsigned iters = 2000;
+    uct_rc_gdr_cuda_stream_h stream;
+    uct_rc_gdr_cuda_event_h event;
+    uct_rc_gdr_cuda_ctx_h ctx;
+    double t0, t_copy, t_record, t_query, t_ctx;
+    unsigned i;
+
+    if ((uct_rc_gdr_cuda_stream_create(&stream) != UCS_OK) ||
+        (uct_rc_gdr_cuda_event_create(&event) != UCS_OK)) {
+        return;
+    }
+
+    t0 = now_sec();
+    for (i = 0; i < iters; ++i) {
+        uct_rc_gdr_cuda_memcpy_htod_async(mem.gpu_dst, mem.pinned, 4 * KIB,
+                                          stream);
+    }
+    t_copy = now_sec() - t0;
+    uct_rc_gdr_cuda_stream_synchronize(stream);
+
+    t0 = now_sec();
+    for (i = 0; i < iters; ++i) {
+        uct_rc_gdr_cuda_event_record(event, stream);
+    }
+    t_record = now_sec() - t0;
+    uct_rc_gdr_cuda_stream_synchronize(stream);
+
+    t0 = now_sec();
+    for (i = 0; i < iters; ++i) {
+        uct_rc_gdr_cuda_event_query(event);
+    }
+    t_query = now_sec() - t0;
+
+    t0 = now_sec();
+    for (i = 0; i < iters; ++i) {
+        uct_rc_gdr_cuda_ctx_get_current(&ctx);
+    }
+    t_ctx = now_sec() - t0;
+
+    printf("# %sPROBE host time per call: async copy (4 KiB) %.0f ns, event "
+           "record %.0f ns, event query (complete) %.0f ns, context get "
+           "%.0f ns\n", label, t_copy / iters * 1e9, t_record / iters * 1e9,
+           t_query / iters * 1e9, t_ctx / iters * 1e9);
+
+    uct_rc_gdr_cuda_event_destroy(event);
+    uct_rc_gdr_cuda_stream_destroy(stream);
+}
+
+static int run_probe(void)
+{
+    static const size_t units[]     = {256 * KIB, 1 * MIB, 2 * MIB, 4 * MIB};
+    static const size_t sizes[]     = {4 * MIB, 64 * MIB};
+    static const unsigned modes[][2] = { /* inflight, streams */
+        {0, 1}, {2, 1}, {4, 1}, {8, 1}, {2, 2}, {4, 2}, {4, 4}, {8, 4}
+    };
+    double ref[2][ARRAY_LEN(sizes)], sec;
+    char ubuf[32], sbuf[32];
+    probe_t p = {0};
+    size_t ui, si, mi;
+    int d, failed = 0;
+    unsigned i;
+
+    probe_call_costs();
+
+    for (i = 0; i < PROBE_MAX_STREAMS; ++i) {
+        if (uct_rc_gdr_cuda_stream_create(&p.stream[i]) != UCS_OK) {
+            return -1;
+        }
+    }
+    for (i = 0; i < PROBE_MAX_INFLIGHT; ++i) {
+        if (uct_rc_gdr_cuda_event_create(&p.event[i]) != UCS_OK) {
+            return -1;
+        }
+    }
+
+    printf("\n# %sPROBE: raw copy pipelines (no engine), GB/s and ratio to "
+           "one pinned copy of the message\n", label);
+    printf("# inflight 0 = every copy queued at once, one wait at the end; "
+           "n = n copies in flight, an event after each, the host waits for "
+           "the oldest before the next (engine-like); copy k on stream k %% "
+           "streams\n");
+    printf("# %-8s %8s %7s |", "unit", "inflight", "streams");
+    for (d = 0; d < 2; ++d) {
+        for (si = 0; si < ARRAY_LEN(sizes); ++si) {
+            printf(" %s %-6s       |", (d == 0) ? "D2H" : "H2D",
+                   size_str(sizes[si], sbuf, sizeof(sbuf)));
+        }
+    }
+    printf("\n");
+
+    for (d = 0; d < 2; ++d) {
+        for (si = 0; si < ARRAY_LEN(sizes); ++si) {
+            if (measure_ref(dirs[d], sizes[si], &ref[d][si]) != 0) {
+                return -1;
+            }
+        }
+    }
+    printf("  %-8s %8s %7s |", "pinned", "-", "-");
+    for (d = 0; d < 2; ++d) {
+        for (si = 0; si < ARRAY_LEN(sizes); ++si) {
+            printf(" %6.1f %6s     |", gbps(sizes[si], ref[d][si]), "");
+        }
+    }
+    printf("\n");
+
+    for (ui = 0; ui < ARRAY_LEN(units); ++ui) {
+        for (mi = 0; mi < ARRAY_LEN(modes); ++mi) {
+            p.unit     = units[ui];
+            p.inflight = modes[mi][0];
+            p.streams  = modes[mi][1];
+            printf("  %-8s %8u %7u |", size_str(p.unit, ubuf, sizeof(ubuf)),
+                   p.inflight, p.streams);
+            for (d = 0; d < 2; ++d) {
+                for (si = 0; si < ARRAY_LEN(sizes); ++si) {
+                    p.dir  = dirs[d];
+                    p.size = sizes[si];
+                    sec    = measure(probe_run, &p, &failed);
+                    if (failed) {
+                        BENCH_ERR("probe copy failed\n");
+                        return -1;
+                    }
+                    printf(" %6.1f %5.3f     |", gbps(p.size, sec),
+                           ref[d][si] / sec);
+                }
+            }
+            printf("\n");
+            fflush(stdout);
+        }
+    }
+
+    printf("  %-8s %8s %7s |", "pinned", "again", "-");
+    for (d = 0; d < 2; ++d) {
+        for (si = 0; si < ARRAY_LEN(sizes); ++si) {
+            if (measure_ref(dirs[d], sizes[si], &sec) != 0) {
+                return -1;
+            }
+            printf(" %6.1f %6s     |", gbps(sizes[si], sec), "");
+        }
+    }
+    printf("\n");
+
+    for (i = 0; i < PROBE_MAX_INFLIGHT; ++i) {
+        uct_rc_gdr_cuda_event_destroy(p.event[i]);
+    }
+    for (i = 0; i < PROBE_MAX_STREAMS; ++i) {
+        uct_rc_gdr_cuda_stream_destroy(p.stream[i]);
+    }
+    return 0;
+}
+
 /* GPU -> engine -> memcpy wire -> host -> memcpy wire -> engine -> GPU */
 static int run_verify(size_t chunk, unsigned depth, size_t size)
 {
@@ -1025,11 +1265,11 @@ static int run_verify(size_t chunk, unsigned depth, size_t size)
 
     if ((memcmp(mem.remote, expect, size) != 0) ||
         (memcmp(got, expect, size) != 0) || (mem.remote[size] != 0)) {
-        printf("# %sVERIFY: round trip of %zu bytes (chunk %zu, depth %u): "
+        printf("# %sVERIFY: round trip of %zu bytes (buffer %zu, depth %u): "
                "DATA DIFFERS\n", label, size, chunk, depth);
     } else {
         printf("# %sVERIFY: round trip of %zu bytes GPU->staging->wire->host"
-               "->wire->staging->GPU (chunk %zu, depth %u): byte-exact\n",
+               "->wire->staging->GPU (buffer %zu, depth %u): byte-exact\n",
                label, size, chunk, depth);
         ret = 0;
     }
@@ -1110,16 +1350,19 @@ static void usage(void)
     printf("Usage: stage_bench [options]\n"
            "  -s MIN      smallest message (64k)\n"
            "  -S MAX      largest message (64m); sizes double from MIN\n"
-           "  -c CHUNK    chunk size for the tables (default: the sweep's "
-           "pick)\n"
+           "  -c BUFFER   buffer size (the largest chunk) for the tables "
+           "(default: the sweep's pick)\n"
            "  -d DEPTH    depth for the tables (default: the sweep's pick)\n"
            "  -n STREAMS  CUDA streams per direction for the tables (1)\n"
-           "  -w GBPS     line rate of the paced wire (25; 0: none)\n"
-           "  -m GBPS     wire rate of the sweep's pipeline model, which "
+           "  -w GBPS     line rate of the first paced wire of the stage "
+           "table (25: HDR; 0: none)\n"
+           "  -m GBPS     line rate of the second, and of the sweep's, which "
            "picks the defaults (50: NDR)\n"
            "  -t MS       time per measurement (25)\n"
            "  -D ORDINAL  GPU (0)\n"
            "  -N          no sweep (then -c/-d or the compiled-in defaults)\n"
+           "  -P          probe only: raw copy pipelines without the engine "
+           "(copy size x copies in flight x streams) and driver call costs\n"
            "  -q          quick: -t 5, sizes 64k..16m\n"
            "  --emulated[=LIB]  use the test emulation of the driver (default "
            "../fake_cuda/libcuda.so.1 beside this binary); numbers are then "
@@ -1142,7 +1385,7 @@ int main(int argc, char **argv)
     size_t chunk;
     unsigned depth;
 
-    while ((c = getopt_long(argc, argv, "s:S:c:d:n:w:m:t:D:Nqh", long_opts,
+    while ((c = getopt_long(argc, argv, "s:S:c:d:n:w:m:t:D:NPqh", long_opts,
                             NULL)) != -1) {
         switch (c) {
         case 's':
@@ -1179,6 +1422,9 @@ int main(int argc, char **argv)
             break;
         case 'N':
             opts.sweep = 0;
+            break;
+        case 'P':
+            opts.probe = 1;
             break;
         case 'q':
             opts.target_s = 0.005;
@@ -1248,10 +1494,11 @@ int main(int argc, char **argv)
     printf("# WIRE: LOOPBACK STAND-IN, NO NIC. no-op: post() completes at "
            "once (pure copy pipeline); memcpy: one host thread memcpy()s "
            "each chunk staging<->host buffer, completions come back "
-           "asynchronously; paced: the memcpy wire held to %.0f GB/s\n",
-           opts.paced_gbps);
+           "asynchronously; paced: a chunk takes length / line rate (%.0f "
+           "and %.0f GB/s), no data moved\n", opts.paced_gbps,
+           opts.model_gbps);
     printf("# %ssizes %s .. %s, %.0f ms per measurement (after 2 warm-up "
-           "messages); GB/s = 1e9 bytes/s; compiled-in defaults: chunk %s, "
+           "messages); GB/s = 1e9 bytes/s; compiled-in defaults: buffer %s, "
            "depth %u, pool %u, streams %u\n", label,
            size_str(opts.min_size, sbuf, sizeof(sbuf)),
            size_str(opts.max_size, s2buf, sizeof(s2buf)), opts.target_s * 1e3,
@@ -1265,6 +1512,10 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    if (opts.probe) {
+        return (run_probe() == 0) ? 0 : 1;
+    }
+
     pick.chunk = UCT_RC_GDR_STAGE_CHUNK_SIZE_DEFAULT;
     pick.depth = UCT_RC_GDR_STAGE_DEPTH_DEFAULT;
     if (opts.sweep && (run_sweep(&pick) != 0)) {
@@ -1273,7 +1524,7 @@ int main(int argc, char **argv)
 
     chunk = (opts.chunk != 0) ? opts.chunk : pick.chunk;
     depth = (opts.depth != 0) ? opts.depth : pick.depth;
-    printf("\n# %sCHOSEN for the tables: chunk %s, depth %u, streams %u%s\n",
+    printf("\n# %sCHOSEN for the tables: buffer %s, depth %u, streams %u%s\n",
            label, size_str(chunk, cbuf, sizeof(cbuf)), depth, opts.streams,
            opts.sweep ? " (from the sweep unless -c/-d)" :
                         " (no sweep: options or compiled-in defaults)");
