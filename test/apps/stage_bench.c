@@ -410,6 +410,7 @@ typedef struct {
     uct_rc_gdr_stage_dir_t dir;
     char                   *remote;
     size_t                 size;
+    size_t                 first;   /* chunks as the engine cuts them */
     size_t                 chunk;
     unsigned               depth;
     uct_rc_gdr_stage_buf_t *bufs[UCT_RC_GDR_STAGE_DEPTH_MAX];
@@ -418,7 +419,8 @@ typedef struct {
 static int wire_alone_run(void *arg)
 {
     wire_alone_t *wa = arg;
-    unsigned n       = uct_rc_gdr_stage_num_chunks(wa->size, wa->chunk);
+    unsigned n       = uct_rc_gdr_stage_num_chunks(wa->size, wa->first,
+                                                   wa->chunk);
     unsigned issued = 0, completed = 0, idle = 0;
     size_t offset, length;
     wire_job_t job;
@@ -426,8 +428,8 @@ static int wire_alone_run(void *arg)
 
     while (completed < n) {
         while ((issued < n) && ((issued - completed) < wa->depth)) {
-            uct_rc_gdr_stage_chunk(wa->size, wa->chunk, issued, &offset,
-                                   &length);
+            uct_rc_gdr_stage_chunk(wa->size, wa->first, wa->chunk, issued,
+                                   &offset, &length);
             staging   = wa->bufs[issued % wa->depth]->addr;
             job.len   = length;
             job.chunk = issued++;
@@ -608,6 +610,7 @@ static int measure_wire_alone(bench_engine_t *be, uct_rc_gdr_stage_dir_t dir,
     wa.dir    = dir;
     wa.remote = mem.remote;
     wa.size   = size;
+    wa.first  = uct_rc_gdr_stage_chunk_first(size, be->chunk);
     wa.chunk  = uct_rc_gdr_stage_chunk_size(size, be->chunk);
     wa.depth  = be->depth;
     for (i = 0; i < be->depth; ++i) {
@@ -630,12 +633,26 @@ static const uct_rc_gdr_stage_dir_t dirs[] = {UCT_RC_GDR_STAGE_D2H_WIRE,
 static const char *dir_names[] = {"D2H  GPU->staging->wire",
                                   "H2D  wire->staging->GPU"};
 
-/* The chunk the engine uses for a message (the message when it is one) */
-static size_t msg_chunk(size_t size, size_t buf_size)
+/* The chunks the engine cuts a message in: "4 MiB" (the message when it is
+ * one chunk), or "2+4 MiB" when the first is shorter */
+static const char *msg_chunks(size_t size, size_t buf_size, char *buf,
+                              size_t max)
 {
+    size_t first = uct_rc_gdr_stage_chunk_first(size, buf_size);
     size_t chunk = uct_rc_gdr_stage_chunk_size(size, buf_size);
+    char fbuf[32], cbuf[32];
 
-    return (chunk < size) ? chunk : size;
+    if (size <= first) {
+        return size_str(size, buf, max);
+    } else if (first == chunk) {
+        return size_str(chunk, buf, max);
+    } else if (((first % MIB) == 0) && ((chunk % MIB) == 0)) {
+        snprintf(buf, max, "%zu+%zu MiB", first / MIB, chunk / MIB);
+    } else {
+        snprintf(buf, max, "%s+%s", size_str(first, fbuf, sizeof(fbuf)),
+                 size_str(chunk, cbuf, sizeof(cbuf)));
+    }
+    return buf;
 }
 
 /* Reference copies, cached per (direction, size index) */
@@ -702,7 +719,7 @@ static int run_sweep(sweep_pick_t *pick)
     const double rate = opts.model_gbps * GB;
     sweep_pick_t res[ARRAY_LEN(sweep_chunks)][ARRAY_LEN(sweep_depths)];
     double ref_s, noop_s, paced_s, ideal_s, ratio, eff;
-    char sbuf[32], cbuf[32], kbuf[32];
+    char sbuf[32], cbuf[32], kbuf[80];
     sweep_pick_t *r;
     size_t ci, di, si;
     bench_engine_t be;
@@ -765,8 +782,8 @@ static int run_sweep(sweep_pick_t *pick)
                     r->eff      += eff;
                     ++n;
                     printf(" %9s %5.1f %5.3f %5.3f |",
-                           size_str(msg_chunk(sweep_sizes[si], r->chunk),
-                                    kbuf, sizeof(kbuf)),
+                           msg_chunks(sweep_sizes[si], r->chunk, kbuf,
+                                      sizeof(kbuf)),
                            gbps(sweep_sizes[si], noop_s), ratio, eff);
                 }
                 printf("\n");
@@ -805,7 +822,7 @@ static int run_sweep(sweep_pick_t *pick)
 
 static int run_table(size_t chunk, unsigned depth, unsigned streams)
 {
-    char sbuf[32], cbuf[32], kbuf[32];
+    char sbuf[32], cbuf[32], kbuf[80];
     dir_result_t x;
     bench_engine_t be;
     wire_t wire;
@@ -842,7 +859,7 @@ static int run_table(size_t chunk, unsigned depth, unsigned streams)
 
             printf("  %9s %9s %12.1f | %12.1f %6.3f | %12.1f %6.3f | "
                    "%10.1f%s\n", size_str(size, sbuf, sizeof(sbuf)),
-                   size_str(msg_chunk(size, chunk), kbuf, sizeof(kbuf)),
+                   msg_chunks(size, chunk, kbuf, sizeof(kbuf)),
                    gbps(size, x.ref_s),
                    gbps(size, x.noop_s), x.ref_s / x.noop_s,
                    gbps(size, x.memcpy_s), x.ref_s / x.memcpy_s,
@@ -866,7 +883,7 @@ err:
 
 static int run_stages(size_t chunk, unsigned depth, unsigned streams)
 {
-    const size_t sizes[] = {4 * MIB, 16 * MIB, 64 * MIB};
+    const size_t sizes[] = {4 * MIB, 8 * MIB, 16 * MIB, 64 * MIB};
     const double rates[] = {0, opts.paced_gbps * GB, opts.model_gbps * GB};
     double copy_s, wire_s, pipe_s, slowest;
     char sbuf[32], cbuf[32], wbuf[48];
@@ -996,7 +1013,8 @@ static ucs_status_t probe_copy(probe_t *p, size_t index, void *host)
     size_t offset, length;
     char *gpu;
 
-    uct_rc_gdr_stage_chunk(p->size, p->unit, index, &offset, &length);
+    uct_rc_gdr_stage_chunk(p->size, p->unit, p->unit, index, &offset,
+                           &length);
     if (p->dir == UCT_RC_GDR_STAGE_D2H_WIRE) {
         gpu = (char*)mem.gpu_src + offset;
         return uct_rc_gdr_cuda_memcpy_dtoh_async(host, gpu, length,
@@ -1012,15 +1030,15 @@ static ucs_status_t probe_copy(probe_t *p, size_t index, void *host)
 static int probe_run(void *arg)
 {
     probe_t *p = arg;
-    size_t n   = uct_rc_gdr_stage_num_chunks(p->size, p->unit);
+    size_t n   = uct_rc_gdr_stage_num_chunks(p->size, p->unit, p->unit);
     size_t issued = 0, done = 0, offset, length;
     ucs_status_t status;
     unsigned s;
 
     if (p->inflight == 0) {
         for (issued = 0; issued < n; ++issued) {
-            uct_rc_gdr_stage_chunk(p->size, p->unit, issued, &offset,
-                                   &length);
+            uct_rc_gdr_stage_chunk(p->size, p->unit, p->unit, issued,
+                                   &offset, &length);
             if (probe_copy(p, issued, (char*)mem.pinned + offset) != UCS_OK) {
                 return -1;
             }

@@ -107,7 +107,9 @@ struct test_wire {
     uct_rc_gdr_stage_dir_t  dir           = UCT_RC_GDR_STAGE_D2H_WIRE;
     uint8_t                 *remote       = nullptr;
     uct_rc_gdr_stage_xfer_t *xfer         = nullptr;
-    size_t                  chunk_size    = 0;
+    size_t                  length        = 0; /* of the message */
+    size_t                  first_size    = 0; /* of its chunk 0 */
+    size_t                  chunk_size    = 0; /* of the others */
     std::vector<post_rec>   posts;        /* accepted posts, in call order */
     std::deque<post_rec>    on_wire;      /* ASYNC: not finished yet */
     std::vector<unsigned>   finished;     /* wire completions, in order */
@@ -132,13 +134,17 @@ struct test_wire {
     {
         test_wire *self = (test_wire*)arg;
         post_rec rec    = {chunk, buf, length, offset};
+        size_t expect_offset, expect_length;
 
         ++self->post_calls;
         EXPECT_EQ(0, self->completions) << "post after completion";
         EXPECT_NE(nullptr, buf);
         EXPECT_GT(length, 0u);
-        EXPECT_LE(length, self->chunk_size);
-        EXPECT_EQ(chunk * self->chunk_size, offset);
+        uct_rc_gdr_stage_chunk(self->length, self->first_size,
+                               self->chunk_size, chunk, &expect_offset,
+                               &expect_length);
+        EXPECT_EQ(expect_offset, offset) << "chunk " << chunk;
+        EXPECT_EQ(expect_length, length) << "chunk " << chunk;
 
         if ((self->no_resource_every != 0) &&
             ((self->post_calls % self->no_resource_every) == 0)) {
@@ -384,9 +390,13 @@ protected:
         ucs_status_t status;
 
         wire.dir          = dir;
+        wire.length       = length;
+        wire.first_size   = uct_rc_gdr_stage_chunk_first(length,
+                                                         m_chunk_size);
         wire.chunk_size   = uct_rc_gdr_stage_chunk_size(length,
                                                         m_chunk_size);
         wire.num_chunks   = uct_rc_gdr_stage_num_chunks(length,
+                                                        wire.first_size,
                                                         wire.chunk_size);
         params.dir        = dir;
         params.gpu_addr   = gpu_addr;
@@ -519,24 +529,47 @@ TEST_F(stage, chunk_geometry)
     const size_t chunk = 4096;
     size_t offset, length;
 
-    EXPECT_EQ(0u, uct_rc_gdr_stage_num_chunks(0, chunk));
-    EXPECT_EQ(1u, uct_rc_gdr_stage_num_chunks(1, chunk));
-    EXPECT_EQ(1u, uct_rc_gdr_stage_num_chunks(chunk, chunk));
-    EXPECT_EQ(2u, uct_rc_gdr_stage_num_chunks(chunk + 1, chunk));
-    EXPECT_EQ(4u, uct_rc_gdr_stage_num_chunks(3 * chunk + 17, chunk));
+    EXPECT_EQ(0u, uct_rc_gdr_stage_num_chunks(0, chunk, chunk));
+    EXPECT_EQ(1u, uct_rc_gdr_stage_num_chunks(1, chunk, chunk));
+    EXPECT_EQ(1u, uct_rc_gdr_stage_num_chunks(chunk, chunk, chunk));
+    EXPECT_EQ(2u, uct_rc_gdr_stage_num_chunks(chunk + 1, chunk, chunk));
+    EXPECT_EQ(4u, uct_rc_gdr_stage_num_chunks(3 * chunk + 17, chunk, chunk));
 
-    uct_rc_gdr_stage_chunk(3 * chunk + 17, chunk, 3, &offset, &length);
+    uct_rc_gdr_stage_chunk(3 * chunk + 17, chunk, chunk, 3, &offset, &length);
     EXPECT_EQ(3 * chunk, offset);
     EXPECT_EQ(17u, length);
-    uct_rc_gdr_stage_chunk(3 * chunk + 17, chunk, 1, &offset, &length);
+    uct_rc_gdr_stage_chunk(3 * chunk + 17, chunk, chunk, 1, &offset, &length);
     EXPECT_EQ(chunk, offset);
     EXPECT_EQ(chunk, length);
-    uct_rc_gdr_stage_chunk(2 * chunk, chunk, 1, &offset, &length);
+    uct_rc_gdr_stage_chunk(2 * chunk, chunk, chunk, 1, &offset, &length);
     EXPECT_EQ(chunk, length);
+
+    /* a shorter first chunk */
+    const size_t first = chunk / 2;
+    EXPECT_EQ(1u, uct_rc_gdr_stage_num_chunks(first, first, chunk));
+    EXPECT_EQ(2u, uct_rc_gdr_stage_num_chunks(first + 1, first, chunk));
+    EXPECT_EQ(2u, uct_rc_gdr_stage_num_chunks(first + chunk, first, chunk));
+    EXPECT_EQ(4u, uct_rc_gdr_stage_num_chunks(first + 2 * chunk + 1, first,
+                                              chunk));
+    uct_rc_gdr_stage_chunk(first + 2 * chunk + 1, first, chunk, 0, &offset,
+                           &length);
+    EXPECT_EQ(0u, offset);
+    EXPECT_EQ(first, length);
+    uct_rc_gdr_stage_chunk(first + 2 * chunk + 1, first, chunk, 2, &offset,
+                           &length);
+    EXPECT_EQ(first + chunk, offset);
+    EXPECT_EQ(chunk, length);
+    uct_rc_gdr_stage_chunk(first + 2 * chunk + 1, first, chunk, 3, &offset,
+                           &length);
+    EXPECT_EQ(first + 2 * chunk, offset);
+    EXPECT_EQ(1u, length);
+    uct_rc_gdr_stage_chunk(first - 5, first, chunk, 0, &offset, &length);
+    EXPECT_EQ(first - 5, length);
 }
 
-/* The chunk of a message: whole buffers from two buffers on, else halves
- * of at least SPLIT_MIN; buffers below SPLIT_MIN are always whole chunks */
+/* The chunks of a message: below two buffers, two halves of at least
+ * SPLIT_MIN; from two buffers on, half a buffer first, then whole buffers;
+ * buffers up to SPLIT_MIN (1 MiB: the old default) always whole */
 TEST_F(stage, chunk_size_per_message)
 {
     const size_t MIB   = 1024 * KIB;
@@ -545,51 +578,68 @@ TEST_F(stage, chunk_size_per_message)
     const size_t buf   = 4 * MIB;
     const struct {
         size_t length;
+        size_t first;
         size_t chunk;
         size_t num_chunks;
     } cases[] = {
-        {1,                   split,                   1},
-        {64 * KIB,            split,                   1},
-        {split,               split,                   1},
-        {split + 1,           split,                   2},
-        {3 * MIB / 2,         split,                   2},
-        {2 * MIB,             1 * MIB,                 2},
-        {2 * MIB + 1,         1 * MIB + align,         2},
-        {3 * MIB,             3 * MIB / 2,             2},
-        {4 * MIB,             2 * MIB,                 2},
-        {4 * MIB + 1,         2 * MIB + align,         2},
-        {7 * MIB,             7 * MIB / 2,             2},
-        {8 * MIB - 1,         buf,                     2},
-        {8 * MIB,             buf,                     2},
-        {9 * MIB + 3,         buf,                     3},
-        {64 * MIB,            buf,                     16}
+        {1,                   split,           split,           1},
+        {64 * KIB,            split,           split,           1},
+        {split,               split,           split,           1},
+        {split + 1,           split,           split,           2},
+        {3 * MIB / 2,         split,           split,           2},
+        {2 * MIB,             1 * MIB,         1 * MIB,         2},
+        {2 * MIB + 1,         1 * MIB + align, 1 * MIB + align, 2},
+        {3 * MIB,             3 * MIB / 2,     3 * MIB / 2,     2},
+        {4 * MIB,             2 * MIB,         2 * MIB,         2},
+        {4 * MIB + 1,         2 * MIB + align, 2 * MIB + align, 2},
+        {7 * MIB,             7 * MIB / 2,     7 * MIB / 2,     2},
+        {8 * MIB - 1,         buf,             buf,             2},
+        {8 * MIB,             buf / 2,         buf,             3},
+        {9 * MIB + 3,         buf / 2,         buf,             3},
+        {10 * MIB,            buf / 2,         buf,             3},
+        {10 * MIB + 1,        buf / 2,         buf,             4},
+        {64 * MIB,            buf / 2,         buf,             17}
     };
 
     ASSERT_EQ(1 * MIB, split) << "the cases below assume it";
     for (const auto &c : cases) {
+        size_t first = uct_rc_gdr_stage_chunk_first(c.length, buf);
         size_t chunk = uct_rc_gdr_stage_chunk_size(c.length, buf);
+        size_t num   = uct_rc_gdr_stage_num_chunks(c.length, first, chunk);
+        size_t offset, length, covered = 0;
 
         SCOPED_TRACE(c.length);
+        EXPECT_EQ(c.first, first);
         EXPECT_EQ(c.chunk, chunk);
-        EXPECT_EQ(c.num_chunks, uct_rc_gdr_stage_num_chunks(c.length, chunk));
-        EXPECT_LE(chunk, buf);
+        EXPECT_EQ(c.num_chunks, num);
+        for (size_t i = 0; i < num; ++i) {
+            uct_rc_gdr_stage_chunk(c.length, first, chunk, i, &offset,
+                                   &length);
+            EXPECT_EQ(covered, offset);
+            EXPECT_GT(length, 0u);
+            EXPECT_LE(length, buf);
+            covered += length;
+        }
+        EXPECT_EQ(c.length, covered);
     }
 
-    /* buffers below SPLIT_MIN: always whole */
-    for (size_t b : {(size_t)4096, 12 * KIB + 100, split - 1}) {
+    /* buffers up to SPLIT_MIN: always whole */
+    for (size_t b : {(size_t)4096, 12 * KIB + 100, split - 1, split}) {
         for (size_t length : {(size_t)1, b - 1, b, b + 1, 2 * b - 1, 2 * b,
                               5 * b + 3}) {
             EXPECT_EQ(b, uct_rc_gdr_stage_chunk_size(length, b))
+                    << "buffer " << b << " length " << length;
+            EXPECT_EQ(b, uct_rc_gdr_stage_chunk_first(length, b))
                     << "buffer " << b << " length " << length;
         }
     }
 
     /* a buffer between SPLIT_MIN and twice it */
-    EXPECT_EQ(split + align, uct_rc_gdr_stage_chunk_size(2 * split + 3,
-                                                         split + 2 * align));
-    EXPECT_EQ(split + 2 * align,
-              uct_rc_gdr_stage_chunk_size(2 * split + 5 * align,
-                                          split + 2 * align));
+    const size_t b = split + 2 * align;
+    EXPECT_EQ(split + align, uct_rc_gdr_stage_chunk_size(2 * split + 3, b));
+    EXPECT_EQ(b, uct_rc_gdr_stage_chunk_size(2 * split + 5 * align, b));
+    EXPECT_EQ(b, uct_rc_gdr_stage_chunk_size(3 * b, b));
+    EXPECT_EQ(split, uct_rc_gdr_stage_chunk_first(3 * b, b));
 }
 
 TEST_F(stage, pool_buffers_registered_once)
@@ -1115,50 +1165,55 @@ TEST_F(stage, round_trip_many_sizes)
     }
 }
 
-/* Buffers of several MiB: messages below two buffers go in two chunks, the
- * others in whole buffers; posts are contiguous and in order */
+/* Buffers of several MiB: the chunks the engine posts for messages below
+ * and above two buffers, contiguous and in order, and the data */
 TEST_F(stage, round_trip_per_message_chunks)
 {
     const size_t MIB = 1024 * KIB;
     const size_t buf = 2 * MIB;
+    const struct {
+        size_t              length;
+        std::vector<size_t> chunks;
+    } cases[] = {
+        {512 * KIB + 3,   {512 * KIB + 3}},
+        {3 * MIB / 2 + 1, {1 * MIB, MIB / 2 + 1}},
+        {3 * MIB + 5,     {1600 * KIB, 1472 * KIB + 5}},
+        {4 * MIB,         {1 * MIB, 2 * MIB, 1 * MIB}},
+        {5 * MIB + 7,     {1 * MIB, 2 * MIB, 2 * MIB, 7}}
+    };
 
+    ASSERT_EQ(1 * MIB, UCT_RC_GDR_STAGE_SPLIT_MIN);
+    ASSERT_EQ(64 * KIB, UCT_RC_GDR_STAGE_SPLIT_ALIGN);
     create(buf, 4, 2);
     unsigned seed = 60;
-    for (size_t length : {512 * KIB + 3, 3 * MIB / 2 + 1, 3 * MIB + 5,
-                          4 * MIB, 5 * MIB + 7}) {
-        size_t chunk = uct_rc_gdr_stage_chunk_size(length, buf);
-        size_t num   = uct_rc_gdr_stage_num_chunks(length, chunk);
-        std::vector<uint8_t> data = pattern(length, seed++);
-        std::vector<uint8_t> remote(length + 1, 0xee);
-        void *gpu = gpu_with(data);
+    for (const auto &c : cases) {
+        std::vector<uint8_t> data = pattern(c.length, seed++);
+        std::vector<uint8_t> remote(c.length + 1, 0xee);
+        void *gpu      = gpu_with(data);
         size_t covered = 0;
         test_wire wire;
 
-        SCOPED_TRACE(length);
+        SCOPED_TRACE(c.length);
         ASSERT_NE(nullptr, gpu);
-        EXPECT_EQ((length <= UCT_RC_GDR_STAGE_SPLIT_MIN) ? 1u :
-                  (length < 2 * buf) ? 2u : (length + buf - 1) / buf, num);
-
         wire.mode   = test_wire::ASYNC;
         wire.remote = remote.data();
         ASSERT_EQ(UCS_INPROGRESS, start(wire, UCT_RC_GDR_STAGE_D2H_WIRE, gpu,
-                                        length));
+                                        c.length));
         ASSERT_TRUE(run(wire, test_wire::RANDOM));
         ASSERT_EQ(UCS_OK, wire.status);
-        ASSERT_EQ(num, wire.posts.size());
-        for (size_t i = 0; i < num; ++i) {
+        ASSERT_EQ(c.chunks.size(), wire.posts.size());
+        for (size_t i = 0; i < c.chunks.size(); ++i) {
             EXPECT_EQ(i, wire.posts[i].chunk);
             EXPECT_EQ(covered, wire.posts[i].offset);
-            EXPECT_EQ(std::min(chunk, length - covered),
-                      wire.posts[i].length);
+            EXPECT_EQ(c.chunks[i], wire.posts[i].length) << "chunk " << i;
             covered += wire.posts[i].length;
         }
-        EXPECT_EQ(length, covered);
-        EXPECT_EQ(0, memcmp(remote.data(), data.data(), length));
-        EXPECT_EQ(0xee, remote[length]);
+        EXPECT_EQ(c.length, covered);
+        EXPECT_EQ(0, memcmp(remote.data(), data.data(), c.length));
+        EXPECT_EQ(0xee, remote[c.length]);
 
-        round_trip(length, 0, seed++, test_wire::ASYNC, test_wire::RANDOM);
-        round_trip(length, 1, seed++, test_wire::SYNC);
+        round_trip(c.length, 0, seed++, test_wire::ASYNC, test_wire::RANDOM);
+        round_trip(c.length, 1, seed++, test_wire::SYNC);
     }
     EXPECT_LE(pool_stats().in_use_max, 2u);
 }

@@ -265,7 +265,8 @@ struct uct_rc_gdr_stage_xfer {
     uct_rc_gdr_stage_dir_t       dir;
     char                         *gpu_addr;
     size_t                       length;
-    size_t                       chunk_size;  /* chosen for the message */
+    size_t                       first_size;  /* chosen for the message: */
+    size_t                       chunk_size;  /* chunk 0, the others */
     unsigned                     num_chunks;
     unsigned                     depth;
     unsigned                     next_start;  /* next chunk to start */
@@ -455,6 +456,15 @@ uct_rc_gdr_stage_xfer_slot(uct_rc_gdr_stage_xfer_t *xfer, unsigned chunk)
     return &xfer->slots[chunk % xfer->depth];
 }
 
+static UCS_F_ALWAYS_INLINE void
+uct_rc_gdr_stage_xfer_chunk(const uct_rc_gdr_stage_xfer_t *xfer,
+                            unsigned chunk, size_t *offset_p,
+                            size_t *length_p)
+{
+    uct_rc_gdr_stage_chunk(xfer->length, xfer->first_size, xfer->chunk_size,
+                           chunk, offset_p, length_p);
+}
+
 static UCS_F_ALWAYS_INLINE uct_rc_gdr_cuda_stream_h
 uct_rc_gdr_stage_xfer_stream(uct_rc_gdr_stage_xfer_t *xfer, unsigned chunk)
 {
@@ -494,8 +504,7 @@ uct_rc_gdr_stage_xfer_copy(uct_rc_gdr_stage_xfer_t *xfer,
     size_t offset, length;
     ucs_status_t status;
 
-    uct_rc_gdr_stage_chunk(xfer->length, xfer->chunk_size, slot->chunk,
-                           &offset, &length);
+    uct_rc_gdr_stage_xfer_chunk(xfer, slot->chunk, &offset, &length);
 
     if (xfer->dir == UCT_RC_GDR_STAGE_D2H_WIRE) {
         status = uct_rc_gdr_cuda_memcpy_dtoh_async(slot->buf->addr,
@@ -579,8 +588,7 @@ static unsigned uct_rc_gdr_stage_xfer_post(uct_rc_gdr_stage_xfer_t *xfer)
             break;
         }
 
-        uct_rc_gdr_stage_chunk(xfer->length, xfer->chunk_size, slot->chunk,
-                               &offset, &length);
+        uct_rc_gdr_stage_xfer_chunk(xfer, slot->chunk, &offset, &length);
         status = xfer->ops->post(xfer->arg, slot->chunk, slot->buf, length,
                                  offset);
         if (status == UCS_INPROGRESS) {
@@ -671,8 +679,8 @@ static unsigned uct_rc_gdr_stage_xfer_retire(uct_rc_gdr_stage_xfer_t *xfer)
         ++count;
 
         if (xfer->ops->chunk_done != NULL) {
-            uct_rc_gdr_stage_chunk(xfer->length, xfer->chunk_size,
-                                   xfer->next_retire - 1, &offset, &length);
+            uct_rc_gdr_stage_xfer_chunk(xfer, xfer->next_retire - 1, &offset,
+                                        &length);
             xfer->ops->chunk_done(xfer->arg, xfer->next_retire - 1, length,
                                   offset);
         }
@@ -879,7 +887,7 @@ uct_rc_gdr_stage_xfer_start(uct_rc_gdr_stage_engine_t *engine,
     uct_rc_gdr_stage_xfer_t *xfer;
     uct_rc_gdr_cuda_ctx_h prev_ctx;
     uct_rc_gdr_stage_buf_t *buf;
-    size_t num_chunks, chunk_size;
+    size_t num_chunks, first_size, chunk_size;
     ucs_status_t status;
     unsigned depth;
 
@@ -899,9 +907,12 @@ uct_rc_gdr_stage_xfer_start(uct_rc_gdr_stage_engine_t *engine,
         return UCS_OK;
     }
 
+    first_size = uct_rc_gdr_stage_chunk_first(params->length,
+                                              engine->pool->chunk_size);
     chunk_size = uct_rc_gdr_stage_chunk_size(params->length,
                                              engine->pool->chunk_size);
-    num_chunks = uct_rc_gdr_stage_num_chunks(params->length, chunk_size);
+    num_chunks = uct_rc_gdr_stage_num_chunks(params->length, first_size,
+                                             chunk_size);
     if (num_chunks > UINT_MAX) {
         ucs_error("%s: transfer of %zu bytes has too many chunks of %zu",
                   engine->name, params->length, chunk_size);
@@ -931,6 +942,7 @@ uct_rc_gdr_stage_xfer_start(uct_rc_gdr_stage_engine_t *engine,
     xfer->dir        = params->dir;
     xfer->gpu_addr   = params->gpu_addr;
     xfer->length     = params->length;
+    xfer->first_size = first_size;
     xfer->chunk_size = chunk_size;
     xfer->num_chunks = num_chunks;
     xfer->depth      = depth;
