@@ -18,8 +18,9 @@
  *   - pinned cuMemcpyDtoH / cuMemcpyHtoD GB/s (one synchronous copy of the
  *     whole message: the reference);
  *   - the engine's GB/s with the no-op and the memcpy wire, one message at
- *     a time, start to completion callback, and the ratio to pinned, with
- *     the chunk size the engine chose for the message;
+ *     a time, start to completion callback, and the ratio to pinned (no-op
+ *     wire: the median of 5 pairs measured in turn, -r), with the chunks
+ *     the engine cut the message in;
  *   - for chunked messages: each stage alone, their sum and the pipelined
  *     total (pipelined should be close to the slowest stage, not the sum);
  *   - a sweep of buffer sizes (1 .. 8 MiB) and depths (2 .. 4), and the
@@ -64,6 +65,7 @@
 #define WIRE_RING_SIZE       1024
 #define IDLE_SPINS           4096  /* then sched_yield(): a loaded machine */
 #define MAX_SIZES            32
+#define MAX_REPS             15
 
 #define BENCH_ERR(...) fprintf(stderr, "stage_bench: " __VA_ARGS__)
 
@@ -82,8 +84,9 @@ static struct {
     int        sweep;
     int        probe;
     double     target_s;    /* time per measurement */
+    unsigned   reps;        /* pinned copy / engine pairs per ratio */
     double     paced_gbps;  /* the stage table's first paced wire */
-    double     model_gbps;  /* its second one, and the sweep's */
+    double     sweep_gbps;  /* its second one, and the sweep's */
     int        device;
     int        emulate;
     const char *emulated_lib;
@@ -94,8 +97,9 @@ static struct {
     .streams     = 1,
     .sweep       = 1,
     .target_s    = 0.025,
+    .reps        = 5,
     .paced_gbps  = 25.0,
-    .model_gbps  = 50.0,
+    .sweep_gbps  = 50.0,
     .device      = 0
 };
 
@@ -679,6 +683,47 @@ static int ref_for(int d, size_t size, double *sec_p)
 }
 
 
+static double median(double *v, unsigned n)
+{
+    unsigned i, j;
+    double x;
+
+    for (i = 1; i < n; ++i) {
+        for (j = i, x = v[i]; (j > 0) && (v[j - 1] > x); --j) {
+            v[j] = v[j - 1];
+        }
+        v[j] = x;
+    }
+    return (n % 2) ? v[n / 2] : ((v[(n / 2) - 1] + v[n / 2]) / 2);
+}
+
+/*
+ * The engine with the no-op wire against one pinned copy, measured `reps`
+ * times in turn, so that a slow moment of the machine falls on both: the
+ * medians of each time and of the ratios of the pairs
+ */
+static int measure_ratio(bench_engine_t *be, int d, size_t size,
+                         unsigned reps, double *ref_p, double *noop_p,
+                         double *ratio_p)
+{
+    double ref[MAX_REPS], noop[MAX_REPS], ratio[MAX_REPS];
+    unsigned i;
+
+    for (i = 0; i < reps; ++i) {
+        if ((measure_ref(dirs[d], size, &ref[i]) != 0) ||
+            (measure_engine(be, dirs[d], size, NULL, &noop[i]) != 0)) {
+            return -1;
+        }
+        ratio[i] = ref[i] / noop[i];
+    }
+
+    *ratio_p = median(ratio, reps);
+    *ref_p   = median(ref, reps);
+    *noop_p  = median(noop, reps);
+    return 0;
+}
+
+
 /*
  * Sweep: buffer size x depth at 4, 16 and 64 MiB; pick the defaults
  */
@@ -706,9 +751,9 @@ static int sweep_better(const sweep_pick_t *a, const sweep_pick_t *b)
         return a_meets;
     } else if (!a_meets) {
         return a->min_ratio > b->min_ratio;
-    } else if ((a_mem < b_mem) && (a->eff >= (b->eff * 0.99))) {
+    } else if ((a_mem < b_mem) && (a->eff >= (b->eff * 0.98))) {
         return 1;
-    } else if ((a_mem > b_mem) && (b->eff >= (a->eff * 0.99))) {
+    } else if ((a_mem > b_mem) && (b->eff >= (a->eff * 0.98))) {
         return 0;
     }
     return a->eff > b->eff;
@@ -716,7 +761,7 @@ static int sweep_better(const sweep_pick_t *a, const sweep_pick_t *b)
 
 static int run_sweep(sweep_pick_t *pick)
 {
-    const double rate = opts.model_gbps * GB;
+    const double rate = opts.sweep_gbps * GB;
     sweep_pick_t res[ARRAY_LEN(sweep_chunks)][ARRAY_LEN(sweep_depths)];
     double ref_s, noop_s, paced_s, ideal_s, ratio, eff;
     char sbuf[32], cbuf[32], kbuf[80];
@@ -730,11 +775,12 @@ static int run_sweep(sweep_pick_t *pick)
            "chunk = the chunk the engine chose for the message\n", label);
     printf("# ratio = engine with the no-op wire (copy pipeline) / one pinned "
            "copy; eff = max(pinned copy, the wire's line time) / engine with "
-           "a paced %.0f GB/s wire (no data moved, -m)\n", opts.model_gbps);
+           "a paced %.0f GB/s wire (no data moved, -m)\n", opts.sweep_gbps);
     printf("# pick: of the configurations with ratio >= %.2f at every size "
-           "in both directions, the best mean eff, or one within 1%% of it "
-           "with less pinned memory per transfer (buffer x depth); if none "
-           "meets %.2f, the best lowest ratio\n", SWEEP_TARGET, SWEEP_TARGET);
+           "in both directions, the best mean eff, or one within 2%% of it "
+           "(the spread between runs) with less pinned memory per transfer "
+           "(buffer x depth); if none meets %.2f, the best lowest ratio\n",
+           SWEEP_TARGET, SWEEP_TARGET);
     printf("# %-7s %5s %7s | %-29s | %-29s\n", "buffer", "depth", "size",
            "D2H chunk  GB/s ratio   eff", "H2D chunk  GB/s ratio   eff");
 
@@ -764,9 +810,9 @@ static int run_sweep(sweep_pick_t *pick)
                        r->depth, size_str(sweep_sizes[si], sbuf,
                                           sizeof(sbuf)));
                 for (d = 0; d < 2; ++d) {
-                    if ((ref_for(d, sweep_sizes[si], &ref_s) != 0) ||
-                        (measure_engine(&be, dirs[d], sweep_sizes[si], NULL,
-                                        &noop_s) != 0) ||
+                    if ((measure_ratio(&be, d, sweep_sizes[si],
+                                       (opts.reps < 3) ? opts.reps : 3,
+                                       &ref_s, &noop_s, &ratio) != 0) ||
                         (measure_engine(&be, dirs[d], sweep_sizes[si], &wire,
                                         &paced_s) != 0)) {
                         wire_stop(&wire);
@@ -775,7 +821,6 @@ static int run_sweep(sweep_pick_t *pick)
                     }
                     ideal_s      = sweep_sizes[si] / rate;
                     ideal_s      = (ideal_s > ref_s) ? ideal_s : ref_s;
-                    ratio        = ref_s / noop_s;
                     eff          = ideal_s / paced_s;
                     r->min_ratio = (ratio < r->min_ratio) ? ratio :
                                                             r->min_ratio;
@@ -825,6 +870,7 @@ static int run_table(size_t chunk, unsigned depth, unsigned streams)
     char sbuf[32], cbuf[32], kbuf[80];
     dir_result_t x;
     bench_engine_t be;
+    double ratio;
     wire_t wire;
     size_t size;
     int d;
@@ -848,8 +894,8 @@ static int run_table(size_t chunk, unsigned depth, unsigned streams)
                "no-op wire", "memcpy wire", "GB/s");
 
         for (size = opts.min_size; size <= opts.max_size; size *= 2) {
-            if ((ref_for(d, size, &x.ref_s) != 0) ||
-                (measure_engine(&be, dirs[d], size, NULL, &x.noop_s) != 0) ||
+            if ((measure_ratio(&be, d, size, opts.reps, &x.ref_s, &x.noop_s,
+                               &ratio) != 0) ||
                 (measure_engine(&be, dirs[d], size, &wire, &x.memcpy_s) !=
                  0) ||
                 (measure_wire_alone(&be, dirs[d], size, &wire, &x.wire_s) !=
@@ -860,12 +906,10 @@ static int run_table(size_t chunk, unsigned depth, unsigned streams)
             printf("  %9s %9s %12.1f | %12.1f %6.3f | %12.1f %6.3f | "
                    "%10.1f%s\n", size_str(size, sbuf, sizeof(sbuf)),
                    msg_chunks(size, chunk, kbuf, sizeof(kbuf)),
-                   gbps(size, x.ref_s),
-                   gbps(size, x.noop_s), x.ref_s / x.noop_s,
+                   gbps(size, x.ref_s), gbps(size, x.noop_s), ratio,
                    gbps(size, x.memcpy_s), x.ref_s / x.memcpy_s,
                    gbps(size, x.wire_s),
-                   ((size >= 4 * MIB) &&
-                    ((x.ref_s / x.noop_s) < SWEEP_TARGET)) ?
+                   ((size >= 4 * MIB) && (ratio < SWEEP_TARGET)) ?
                    "  < 0.95 target" : "");
             fflush(stdout);
         }
@@ -884,7 +928,7 @@ err:
 static int run_stages(size_t chunk, unsigned depth, unsigned streams)
 {
     const size_t sizes[] = {4 * MIB, 8 * MIB, 16 * MIB, 64 * MIB};
-    const double rates[] = {0, opts.paced_gbps * GB, opts.model_gbps * GB};
+    const double rates[] = {0, opts.paced_gbps * GB, opts.sweep_gbps * GB};
     double copy_s, wire_s, pipe_s, slowest;
     char sbuf[32], cbuf[32], wbuf[48];
     bench_engine_t be;
@@ -1377,6 +1421,8 @@ static void usage(void)
            "  -m GBPS     line rate of the second, and of the sweep's, which "
            "picks the defaults (50: NDR)\n"
            "  -t MS       time per measurement (25)\n"
+           "  -r REPS     pinned copy / engine pairs behind each ratio, "
+           "medians (5; the sweep takes at most 3)\n"
            "  -D ORDINAL  GPU (0)\n"
            "  -N          no sweep (then -c/-d or the compiled-in defaults)\n"
            "  -P          probe only: raw copy pipelines without the engine "
@@ -1403,7 +1449,7 @@ int main(int argc, char **argv)
     size_t chunk;
     unsigned depth;
 
-    while ((c = getopt_long(argc, argv, "s:S:c:d:n:w:m:t:D:NPqh", long_opts,
+    while ((c = getopt_long(argc, argv, "s:S:c:d:n:w:m:t:r:D:NPqh", long_opts,
                             NULL)) != -1) {
         switch (c) {
         case 's':
@@ -1429,11 +1475,15 @@ int main(int argc, char **argv)
             opts.paced_gbps = atof(optarg);
             break;
         case 'm':
-            opts.model_gbps = atof(optarg);
-            if (opts.model_gbps <= 0) goto bad;
+            opts.sweep_gbps = atof(optarg);
+            if (opts.sweep_gbps <= 0) goto bad;
             break;
         case 't':
             opts.target_s = atof(optarg) / 1e3;
+            break;
+        case 'r':
+            opts.reps = atoi(optarg);
+            if ((opts.reps < 1) || (opts.reps > MAX_REPS)) goto bad;
             break;
         case 'D':
             opts.device = atoi(optarg);
@@ -1514,12 +1564,15 @@ int main(int argc, char **argv)
            "each chunk staging<->host buffer, completions come back "
            "asynchronously; paced: a chunk takes length / line rate (%.0f "
            "and %.0f GB/s), no data moved\n", opts.paced_gbps,
-           opts.model_gbps);
+           opts.sweep_gbps);
     printf("# %ssizes %s .. %s, %.0f ms per measurement (after 2 warm-up "
-           "messages); GB/s = 1e9 bytes/s; compiled-in defaults: buffer %s, "
-           "depth %u, pool %u, streams %u\n", label,
+           "messages); engine/pinned ratios and their GB/s: medians of %u "
+           "pairs measured in turn (the sweep: of %u); GB/s = 1e9 bytes/s; "
+           "compiled-in defaults: buffer %s, depth %u, pool %u, streams "
+           "%u\n", label,
            size_str(opts.min_size, sbuf, sizeof(sbuf)),
            size_str(opts.max_size, s2buf, sizeof(s2buf)), opts.target_s * 1e3,
+           opts.reps, (opts.reps < 3) ? opts.reps : 3,
            size_str(UCT_RC_GDR_STAGE_CHUNK_SIZE_DEFAULT, cbuf, sizeof(cbuf)),
            UCT_RC_GDR_STAGE_DEPTH_DEFAULT, UCT_RC_GDR_STAGE_POOL_SIZE_DEFAULT,
            UCT_RC_GDR_STAGE_STREAMS_DEFAULT);
