@@ -85,6 +85,22 @@ test_peer_death_configured() {
     UCX_RC_GDR_FAILURE_TIMEOUT=2s test_peer_death 3
 }
 
+# Interface events: event fd and arm at UCT level (woken by a message and by
+# a completion, BUSY until progress took them), then UCP's blocking progress
+# (ucp_worker_wait) with the data on rc_gdr.
+test_events() {
+    timeout 200 "$B/test/apps/uct_event" uct rxe0:1 rxe1:1 \
+        > "$LOG/event.out" 2>&1 &&
+    UCX_TLS=rc_gdr,ud_verbs:aux,self UCX_LOG_LEVEL=info \
+        timeout 200 "$B/test/apps/uct_event" ucp >> "$LOG/event.out" 2>&1
+    local rc=$?
+    grep -Ev '^PASS|UCX  INFO' "$LOG/event.out"
+    [ "$rc" = 0 ] &&
+        [ "$(grep -c '^[0-9]* passed, 0 failed$' "$LOG/event.out")" = 2 ] &&
+        grep -Eq 'rc_gdr: rxe[01]:1 closed: [1-9][0-9]* work requests' \
+            "$LOG/event.out"
+}
+
 # ucx_perftest at UCT level: the server takes -x/-d from the client.
 perftest_uct() {
     local port=$((PORT++))
@@ -304,6 +320,7 @@ run_test uct_pending_before_connect_sent   test_uct_verify pending-connect rxe0:
 run_test uct_contract_regressions         test_uct_contract rxe0:1 rxe1:1
 run_test uct_peer_killed_reported_in_10s   test_peer_death 10
 run_test uct_peer_killed_configured_bound  test_peer_death_configured
+run_test uct_ucp_events_fd_arm_and_wait    test_events
 run_test perftest_uct_put_bw_zcopy  perftest_uct -t put_bw -D zcopy -s 65536 -n 200
 run_test perftest_uct_put_bw_bcopy  perftest_uct -t put_bw -D bcopy -s 8192 -n 200
 run_test perftest_uct_get_zcopy     perftest_uct -t get -D zcopy -s 65536 -n 200

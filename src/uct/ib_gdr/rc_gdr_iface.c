@@ -188,6 +188,12 @@ static ucs_status_t uct_rc_gdr_iface_query(uct_iface_h tl_iface,
                       UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_EP_CHECK |
                       UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
 
+    /* Through the completion channel (rc_gdr_event.c); RECV_SIG needs
+     * solicited sends, which active messages do not make yet. */
+    attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
+                            UCT_IFACE_FLAG_EVENT_RECV |
+                            UCT_IFACE_FLAG_EVENT_FD;
+
     if (iface->config.atomic) {
         attr->cap.flags              |= UCT_IFACE_FLAG_ATOMIC_DEVICE;
         attr->cap.atomic64.op_flags   = UCS_BIT(UCT_ATOMIC_OP_ADD);
@@ -413,7 +419,10 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
     unsigned count = 0;
     int i, num_wcs;
 
-    num_wcs = ibv_poll_cq(iface->send_cq, UCT_RC_GDR_POLL_BATCH, wcs);
+    num_wcs = uct_rc_gdr_iface_event_poll_cq(&iface->event,
+                                             UCT_RC_GDR_CQ_SEND,
+                                             iface->send_cq,
+                                             UCT_RC_GDR_POLL_BATCH, wcs);
     for (i = 0; i < num_wcs; ++i) {
         ep = uct_rc_gdr_iface_lookup_ep(iface, wcs[i].qp_num);
         if (ep == NULL) {
@@ -425,7 +434,10 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
     }
     count += ucs_max(num_wcs, 0);
 
-    num_wcs = ibv_poll_cq(iface->recv_cq, UCT_RC_GDR_POLL_BATCH, wcs);
+    num_wcs = uct_rc_gdr_iface_event_poll_cq(&iface->event,
+                                             UCT_RC_GDR_CQ_RECV,
+                                             iface->recv_cq,
+                                             UCT_RC_GDR_POLL_BATCH, wcs);
     for (i = 0; i < num_wcs; ++i) {
         uct_rc_gdr_iface_handle_recv(iface, &wcs[i]);
     }
@@ -691,16 +703,21 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
     ucs_list_head_init(&self->busy_eps);
     kh_init_inplace(uct_rc_gdr_qpn, &self->eps_by_qpn);
 
-    self->send_cq = ibv_create_cq(md->ibv_ctx, config->tx_cq_len, NULL, NULL,
-                                  0);
-    if (self->send_cq == NULL) {
-        ucs_error("rc_gdr: ibv_create_cq(%u) failed: %m", config->tx_cq_len);
-        status = UCS_ERR_IO_ERROR;
+    status = uct_rc_gdr_iface_event_init(self);
+    if (status != UCS_OK) {
         goto err_destroy_hash;
     }
 
+    self->send_cq = ibv_create_cq(md->ibv_ctx, config->tx_cq_len, NULL,
+                                  self->event.channel, 0);
+    if (self->send_cq == NULL) {
+        ucs_error("rc_gdr: ibv_create_cq(%u) failed: %m", config->tx_cq_len);
+        status = UCS_ERR_IO_ERROR;
+        goto err_cleanup_event;
+    }
+
     self->recv_cq = ibv_create_cq(md->ibv_ctx, config->rx_queue_len, NULL,
-                                  NULL, 0);
+                                  self->event.channel, 0);
     if (self->recv_cq == NULL) {
         ucs_error("rc_gdr: ibv_create_cq(%u) failed: %m",
                   config->rx_queue_len);
@@ -774,6 +791,8 @@ err_destroy_recv_cq:
     ibv_destroy_cq(self->recv_cq);
 err_destroy_send_cq:
     ibv_destroy_cq(self->send_cq);
+err_cleanup_event:
+    uct_rc_gdr_iface_event_cleanup(self);
 err_destroy_hash:
     kh_destroy_inplace(uct_rc_gdr_qpn, &self->eps_by_qpn);
     return status;
@@ -805,8 +824,10 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_gdr_iface_t)
     uct_rc_gdr_bounce_iface_cleanup(self);
 
     ibv_destroy_srq(self->srq);
+    uct_rc_gdr_iface_event_ack_all(self); /* destroy_cq waits for it */
     ibv_destroy_cq(self->recv_cq);
     ibv_destroy_cq(self->send_cq);
+    uct_rc_gdr_iface_event_cleanup(self);
     ucs_mpool_cleanup(&self->op_mp, 1);
     ucs_mpool_cleanup(&self->rx_mp, 0); /* posted receives die with the SRQ */
     ucs_mpool_cleanup(&self->tx_mp, 1);
@@ -854,10 +875,8 @@ static uct_iface_ops_t uct_rc_gdr_iface_ops = {
     .iface_progress_enable    = uct_base_iface_progress_enable,
     .iface_progress_disable   = uct_base_iface_progress_disable,
     .iface_progress           = uct_rc_gdr_iface_progress,
-    .iface_event_fd_get       = (uct_iface_event_fd_get_func_t)
-                                    ucs_empty_function_return_unsupported,
-    .iface_event_arm          = (uct_iface_event_arm_func_t)
-                                    ucs_empty_function_return_unsupported,
+    .iface_event_fd_get       = uct_rc_gdr_iface_event_fd_get,
+    .iface_event_arm          = uct_rc_gdr_iface_event_arm,
     .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_rc_gdr_iface_t),
     .iface_query              = uct_rc_gdr_iface_query,
     .iface_get_device_address = uct_rc_gdr_iface_get_device_address,

@@ -16,6 +16,7 @@
 #include "rc_gdr_md.h"
 #include "rc_gdr_flush.h"
 #include "rc_gdr_bounce.h"
+#include "rc_gdr_event.h"
 
 #include <ucs/datastruct/khash.h>
 #include <ucs/datastruct/list.h>
@@ -126,6 +127,8 @@ typedef struct uct_rc_gdr_iface {
     struct ibv_cq             *send_cq;
     struct ibv_cq             *recv_cq;
     struct ibv_srq            *srq;
+    uct_rc_gdr_iface_event_t  event;      /* completion channel of both
+                                             CQs (rc_gdr_event.h) */
     ucs_mpool_t               tx_mp;      /* uct_rc_gdr_buf_t + seg_size */
     ucs_mpool_t               rx_mp;      /* uct_rc_gdr_buf_t + seg_size */
     ucs_mpool_t               op_mp;      /* uct_rc_gdr_op_t */
