@@ -890,7 +890,7 @@ static uct_iface_ops_t uct_rc_gdr_iface_ops = {
  * Performance per lane, so that UCP's protocol choice matches the lane that
  * really moves the memory: GPU memory on the bounce lane pays a staging copy
  * (pinned copies run at ~50 GB/s and cost ~9 us for a small synchronous one
- * on an H200, DESIGN section 7), host memory and GDR lanes the NIC's rate.
+ * on an H200, doc/DESIGN.md section 7), host memory and GDR lanes the NIC's rate.
  */
 #define UCT_RC_GDR_STAGE_BANDWIDTH  50e9
 #define UCT_RC_GDR_STAGE_LATENCY    9e-6

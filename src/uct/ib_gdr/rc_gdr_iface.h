@@ -1,13 +1,15 @@
 /*
  * rc_gdr interface: one verbs port, one send CQ, one receive CQ, one SRQ.
  *
- * Every send work request is signaled and owns an operation descriptor
- * (uct_rc_gdr_op_t) queued on its endpoint in posting order; RC completes
- * a QP's sends in order, so the head of that queue is always the next
- * completion, and a flush is an operation without a work request that
- * completes when it reaches the head. When writes since the last flush need
- * a read to be visible (rc_gdr_flush.h), the flush first posts that RDMA READ
- * and queues itself behind it.
+ * Every send work request owns an operation descriptor (uct_rc_gdr_op_t)
+ * queued on its endpoint in posting order. Writes and sends nobody waits for
+ * are posted unsignaled, one in every tx_cq_moderation reports: RC completes
+ * a QP's sends in order, so a completion retires its request and every
+ * unsignaled one before it. A flush is an operation without a work request
+ * that completes when it reaches the head (behind a signaled request it
+ * posts when the last ones report nothing). When writes since the last
+ * flush need a read to be visible (rc_gdr_flush.h), the flush first posts
+ * that RDMA READ and queues itself behind it. Events: rc_gdr_event.h.
  */
 
 #ifndef UCT_RC_GDR_IFACE_H_
