@@ -56,7 +56,7 @@
 #include <ucm/api/ucm.h>
 #include <ucm/bistro/bistro.h>
 #include <ucs/debug/log_def.h>
-#include <ucs/sys/math.h>
+#include <uct/ib_gdr/rc_gdr_glue_math.h>
 #include <ucs/sys/string.h>
 #include <ucs/sys/sys.h>
 

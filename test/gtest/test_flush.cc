@@ -8,14 +8,15 @@
 
 #include <gtest/gtest.h>
 
-#include "test_log.h"
-
 extern "C" {
+#include <uct/ib_gdr/rc_gdr_glue.h>
 #include <uct/ib_gdr/rc_gdr_flush.h>
 #include <ucs/config/global_opts.h>
 #include <ucs/config/parser.h>
 #include <ucs/debug/log_def.h>
 }
+
+#include "test_log.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -335,8 +336,8 @@ protected:
             {NULL}
         };
 
-        return ucs_config_parser_fill_opts(opts, table, "UCX_", "RC_GDR_",
-                                           0);
+        return uct_rc_gdr_glue_config_fill(opts, table, sizeof(*opts),
+                                           "UCX_", "RC_GDR_");
     }
 };
 

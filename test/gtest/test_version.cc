@@ -12,10 +12,17 @@ extern "C" {
 #include <string>
 
 
+static uct_rc_gdr_ucx_version_t built()
+{
+    uct_rc_gdr_ucx_version_t v;
+
+    uct_rc_gdr_glue_built_version(&v);
+    return v;
+}
+
 TEST(test_rc_gdr_version, exact_release_accepted)
 {
-    uct_rc_gdr_ucx_version_t v = {RC_GDR_UCX_MAJOR, RC_GDR_UCX_MINOR,
-                                  RC_GDR_UCX_PATCH};
+    uct_rc_gdr_ucx_version_t v = built();
     char reason[256] = "";
 
     EXPECT_EQ(UCS_OK, uct_rc_gdr_glue_version_check(&v, reason,
@@ -24,10 +31,11 @@ TEST(test_rc_gdr_version, exact_release_accepted)
 
 TEST(test_rc_gdr_version, other_releases_refused_with_reason)
 {
+    const uct_rc_gdr_ucx_version_t b = built();
     const uct_rc_gdr_ucx_version_t others[] = {
-        {RC_GDR_UCX_MAJOR, RC_GDR_UCX_MINOR + 5, 1},
-        {RC_GDR_UCX_MAJOR, RC_GDR_UCX_MINOR, RC_GDR_UCX_PATCH + 1},
-        {RC_GDR_UCX_MAJOR + 1, RC_GDR_UCX_MINOR, RC_GDR_UCX_PATCH},
+        {b.major, b.minor + 5, 1},
+        {b.major, b.minor, b.patch + 1},
+        {b.major + 1, b.minor, b.patch},
         {0, 0, 0}
     };
     char reason[256];
@@ -46,14 +54,14 @@ TEST(test_rc_gdr_version, other_releases_refused_with_reason)
     }
 }
 
-/* The process running these tests links Debian's UCX: the running release
- * is found (through libucp) and is the one the build was made for. */
+/* The process running these tests links the UCX the build is for: the
+ * running release is found (through libucp) and is that one. */
 TEST(test_rc_gdr_version, running_release_found)
 {
-    uct_rc_gdr_ucx_version_t v;
+    uct_rc_gdr_ucx_version_t v, b = built();
 
     ASSERT_EQ(UCS_OK, uct_rc_gdr_glue_running_version(&v));
-    EXPECT_EQ((unsigned)RC_GDR_UCX_MAJOR, v.major);
-    EXPECT_EQ((unsigned)RC_GDR_UCX_MINOR, v.minor);
-    EXPECT_EQ((unsigned)RC_GDR_UCX_PATCH, v.patch);
+    EXPECT_EQ(b.major, v.major);
+    EXPECT_EQ(b.minor, v.minor);
+    EXPECT_EQ(b.patch, v.patch);
 }

@@ -2,9 +2,9 @@
  * rc_gdr: the UCT component and the rc_gdr transport, and their
  * registration when the module is loaded.
  *
- * UCX 1.13 loads only the modules named at its build, so the module is
- * brought in with LD_PRELOAD (contrib/env.sh) and registers itself from its
- * constructor; UCX >= 1.22 dlopens it from UCX_PLUGIN_PATH and the same
+ * UCX up to 1.21 loads only the modules named at its build, so the module
+ * is brought in with LD_PRELOAD (contrib/env.sh) and registers itself from
+ * its constructor; UCX >= 1.22 dlopens it from UCX_PLUGIN_PATH and the same
  * constructor runs. Registration is refused when the UCX in the process is
  * not the release the module was built against: its internal structures
  * would not match.
@@ -16,18 +16,8 @@
 #include <ucs/debug/log.h>
 
 
-uct_component_t uct_rc_gdr_component =
-    UCT_RC_GDR_COMPONENT_INITIALIZER(&uct_rc_gdr_component,
-                                     UCT_RC_GDR_COMPONENT_NAME,
-                                     uct_rc_gdr_md_query_resources,
-                                     uct_rc_gdr_md_open,
-                                     uct_rc_gdr_md_rkey_unpack,
-                                     (uct_component_rkey_release_func_t)
-                                         ucs_empty_function_return_success,
-                                     "rc_gdr memory domain",
-                                     UCT_RC_GDR_CONFIG_PREFIX,
-                                     uct_rc_gdr_md_config_table,
-                                     uct_rc_gdr_md_config_t);
+/* The component itself is the glue's (rc_gdr_glue_v*.c): its layout is the
+ * release's. */
 
 
 UCT_TL_DEFINE_ENTRY(&uct_rc_gdr_component, rc_gdr,
@@ -45,16 +35,19 @@ UCS_STATIC_INIT
     char reason[256];
     ucs_status_t status;
 
+    /* Before anything touches a UCX structure: in a process of another
+     * release, their layouts are not this build's. */
     status = uct_rc_gdr_glue_running_version(&running);
     if (status != UCS_OK) {
-        ucs_error("rc_gdr: cannot tell which UCX this process runs (no "
-                  "ucp_get_version); the transport is not registered");
+        uct_rc_gdr_glue_refuse("rc_gdr: cannot tell which UCX this process "
+                               "runs (no ucp_get_version); the transport is "
+                               "not registered");
         return;
     }
 
     if (uct_rc_gdr_glue_version_check(&running, reason, sizeof(reason)) !=
         UCS_OK) {
-        ucs_error("%s", reason);
+        uct_rc_gdr_glue_refuse(reason);
         return;
     }
 

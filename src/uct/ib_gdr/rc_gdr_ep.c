@@ -1512,9 +1512,41 @@ ucs_status_t uct_rc_gdr_ep_connect_to_ep(uct_ep_h tl_ep,
     }
 
     ep->flags       |= UCT_RC_GDR_EP_FLAG_CONNECTED;
+    ep->peer.qp_num  = remote_ep.qp_num;
+    ep->peer.dev     = remote_dev;
     ucs_debug("rc_gdr: QP 0x%x connected to QP 0x%x", ep->qp->qp_num,
               remote_ep.qp_num);
     return UCS_OK;
+}
+
+
+int uct_rc_gdr_ep_is_connected_to(uct_ep_h tl_ep,
+                                  const uct_device_addr_t *dev_addr,
+                                  const uct_ep_addr_t *ep_addr)
+{
+    uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
+    uct_rc_gdr_dev_addr_t remote_dev;
+    uct_rc_gdr_ep_addr_t remote_ep;
+
+    if (!(ep->flags & UCT_RC_GDR_EP_FLAG_CONNECTED)) {
+        return 0;
+    }
+
+    if ((ep_addr != NULL) &&
+        ((uct_rc_gdr_ep_addr_unpack(ep_addr, uct_rc_gdr_ep_addr_size(),
+                                    &remote_ep) != UCS_OK) ||
+         (remote_ep.qp_num != ep->peer.qp_num))) {
+        return 0;
+    }
+
+    /* A QP number is unique per device only: the port must match too. */
+    return (dev_addr == NULL) ||
+           ((uct_rc_gdr_dev_addr_unpack(dev_addr, uct_rc_gdr_dev_addr_size(),
+                                        &remote_dev) == UCS_OK) &&
+            (remote_dev.is_roce == ep->peer.dev.is_roce) &&
+            (remote_dev.lid == ep->peer.dev.lid) &&
+            !memcmp(remote_dev.gid, ep->peer.dev.gid,
+                    sizeof(remote_dev.gid)));
 }
 
 

@@ -6,6 +6,7 @@
 #define UCT_RC_GDR_EP_H_
 
 #include "rc_gdr_iface.h"
+#include "rc_gdr_addr.h"
 
 
 /*
@@ -57,6 +58,11 @@ struct uct_rc_gdr_ep {
         uint32_t              length;       /* 1..UCT_RC_GDR_FLUSH_READ_MAX */
     } flush;
     uct_rc_gdr_bounce_ep_t    *bounce;      /* bounce lane state, or NULL */
+    struct {
+        uint32_t              qp_num;       /* the QP this one is connected */
+        uct_rc_gdr_dev_addr_t dev;          /* to, and its port (valid with
+                                               EP_FLAG_CONNECTED) */
+    } peer;
 };
 
 

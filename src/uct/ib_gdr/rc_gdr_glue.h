@@ -1,11 +1,20 @@
 /*
- * rc_gdr: the one place that knows which UCX release it is built against.
+ * rc_gdr: the contract between rc_gdr's core and the UCX release it runs in.
  *
  * UCX has no stable ABI for transports: the md ops table, the internal iface
- * ops, the component struct and several signatures change between releases
- * (../shared/research/ucx_internals.md, section 1). Everything that differs
- * is expressed here, so porting to another release is one diff of this file
- * (plus rc_gdr_glue_version.c for the load-time check).
+ * ops, the component struct, attribute and parameter structs change between
+ * releases (../shared/research/ucx_internals.md, section 1). rc_gdr's core
+ * speaks only the release-neutral terms below: it fills its own capability
+ * and attribute structs and offers functions of its own signatures. One glue
+ * unit per UCX API generation, chosen by configure, copies those into the
+ * release's structs and builds its tables (copy-in adapters):
+ *
+ *   rc_gdr_glue_v113.{h,c}   UCX 1.13
+ *   rc_gdr_glue_v116.{h,c}   UCX 1.16 - 1.19 (md attr v2, params structs)
+ *   rc_gdr_glue_v122.{h,c}   UCX 1.22 (iface_query_v2, mem_query v2, ...)
+ *
+ * Nothing outside the glue files tests the UCX version
+ * (test/host/glue_only.sh checks it).
  */
 
 #ifndef UCT_RC_GDR_GLUE_H_
@@ -15,113 +24,157 @@
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_component.h>
 
-
-#if !(RC_GDR_UCX_MAJOR == 1 && RC_GDR_UCX_MINOR == 13)
-#  error "rc_gdr_glue.h covers UCX 1.13 only: add the new release here"
-#endif
-
-
-/* UCT_FLUSH_FLAG_REMOTE exists from UCX 1.14 on. */
-#define UCT_RC_GDR_HAVE_FLUSH_REMOTE 0
+/* The generation's compile-time part: feature macros, config-table macros
+ * (configure sets RC_GDR_GLUE_HEADER). */
+#include RC_GDR_GLUE_HEADER
 
 
-/* md->ops->query takes uct_md_attr_t (1.13) or uct_md_attr_v2_t (>= 1.14). */
-typedef uct_md_attr_t uct_rc_gdr_md_attr_t;
+/* ------------------------------------------------------------------------
+ * What the core fills, in rc_gdr's own terms
+ * ------------------------------------------------------------------------ */
 
-/* md->ops->mem_reg: flags (1.13) or uct_md_mem_reg_params_t (>= 1.14). */
-#define UCT_RC_GDR_MEM_REG_ARGS \
-    uct_md_h tl_md, void *address, size_t length, unsigned flags, \
-    uct_mem_h *memh_p
-
-/* md->ops->mkey_pack: no address/length arguments before 1.18. */
-#define UCT_RC_GDR_MKEY_PACK_ARGS \
-    uct_md_h tl_md, uct_mem_h memh, \
-    const uct_md_mkey_pack_params_t *params, void *rkey_buffer
-
-/* component->rkey_unpack: gained uct_rkey_unpack_params_t in 1.19. */
-#define UCT_RC_GDR_RKEY_UNPACK_ARGS \
-    uct_component_t *component, const void *rkey_buffer, \
-    uct_rkey_t *rkey_p, void **handle_p
-
-
-/* The md ops table, in the member order of this release. */
-#define UCT_RC_GDR_MD_OPS_INITIALIZER(_prefix) \
-    { \
-        .close                  = _prefix##_close, \
-        .query                  = _prefix##_query, \
-        .mem_alloc              = (uct_md_mem_alloc_func_t) \
-                                      ucs_empty_function_return_unsupported, \
-        .mem_free               = (uct_md_mem_free_func_t) \
-                                      ucs_empty_function_return_unsupported, \
-        .mem_advise             = (uct_md_mem_advise_func_t) \
-                                      ucs_empty_function_return_unsupported, \
-        .mem_reg                = _prefix##_mem_reg, \
-        .mem_dereg              = _prefix##_mem_dereg, \
-        .mem_query              = _prefix##_mem_query, \
-        .mkey_pack              = _prefix##_mkey_pack, \
-        .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t) \
-                                      ucs_empty_function_return_zero_int, \
-        .detect_memory_type     = _prefix##_detect_memory_type \
-    }
+/* Memory domain capabilities: every field is meaningful; a release copies
+ * those it has. */
+typedef struct uct_rc_gdr_md_caps {
+    uint64_t          flags;                  /* UCT_MD_FLAG_xx */
+    uint64_t          reg_mem_types;
+    uint64_t          reg_nonblock_mem_types;
+    uint64_t          cache_mem_types;        /* registrations a cache may
+                                                 keep: the md is told when
+                                                 such memory goes */
+    uint64_t          gva_mem_types;
+    uint64_t          detect_mem_types;
+    uint64_t          alloc_mem_types;
+    uint64_t          access_mem_types;
+    uint64_t          dmabuf_mem_types;
+    size_t            max_alloc;
+    size_t            max_reg;
+    size_t            rkey_packed_size;
+    size_t            exported_mkey_packed_size;
+    size_t            reg_alignment;          /* >= 1 */
+    ucs_linear_func_t reg_cost;
+    const char        *component_name;
+    const char        *global_id;             /* unique per device */
+    size_t            global_id_length;
+    ucs_cpu_set_t     local_cpus;
+} uct_rc_gdr_md_caps_t;
 
 
-/* The internal iface ops, in the member order of this release. */
-#define UCT_RC_GDR_IFACE_INTERNAL_OPS_INITIALIZER(_prefix) \
-    { \
-        .iface_estimate_perf = _prefix##_iface_estimate_perf, \
-        .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t) \
-                                   ucs_empty_function, \
-        .ep_query            = (uct_ep_query_func_t) \
-                                   ucs_empty_function_return_unsupported, \
-        .ep_invalidate       = _prefix##_ep_invalidate \
-    }
+/* What a memory query tells about [address, address + length). */
+typedef struct uct_rc_gdr_mem_info {
+    ucs_memory_type_t mem_type;
+    ucs_sys_device_t  sys_dev;
+    void              *base_address;
+    size_t            alloc_length;
+} uct_rc_gdr_mem_info_t;
 
 
-/* The component struct of this release (rkey_compare came in 1.16). */
-#define UCT_RC_GDR_COMPONENT_INITIALIZER(_self, _name, _query_md_resources, \
-                                         _md_open, _rkey_unpack, \
-                                         _rkey_release, _md_config_name, \
-                                         _md_config_prefix, \
-                                         _md_config_table, _md_config_type) \
-    { \
-        .name               = _name, \
-        .query_md_resources = _query_md_resources, \
-        .md_open            = _md_open, \
-        .cm_open            = (uct_component_cm_open_func_t) \
-                                  ucs_empty_function_return_unsupported, \
-        .rkey_unpack        = _rkey_unpack, \
-        .rkey_ptr           = (uct_component_rkey_ptr_func_t) \
-                                  ucs_empty_function_return_unsupported, \
-        .rkey_release       = _rkey_release, \
-        .md_config          = { \
-            .name           = _md_config_name, \
-            .prefix         = _md_config_prefix, \
-            .table          = _md_config_table, \
-            .size           = sizeof(_md_config_type), \
-        }, \
-        .cm_config          = UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY, \
-        .tl_list            = UCT_COMPONENT_TL_LIST_INITIALIZER(_self), \
-        .flags              = 0, \
-        .md_vfs_init        = (uct_component_md_vfs_init_func_t) \
-                                  ucs_empty_function \
-    }
+/* ------------------------------------------------------------------------
+ * What the core offers the glue (rc_gdr_md.c, rc_gdr_iface.c, rc_gdr_ep.c)
+ * ------------------------------------------------------------------------ */
+
+void uct_rc_gdr_md_close(uct_md_h tl_md);
+void uct_rc_gdr_md_caps(uct_md_h tl_md, uct_rc_gdr_md_caps_t *caps);
+/* @a flags: UCT_MD_MEM_FLAG_xx */
+ucs_status_t uct_rc_gdr_md_reg(uct_md_h tl_md, void *address, size_t length,
+                               uint64_t flags, uct_mem_h *memh_p);
+ucs_status_t uct_rc_gdr_md_mem_dereg(uct_md_h tl_md,
+                                     const uct_md_mem_dereg_params_t *params);
+ucs_status_t uct_rc_gdr_md_mem_info(uct_md_h tl_md, const void *address,
+                                    size_t length,
+                                    uct_rc_gdr_mem_info_t *info);
+ucs_status_t uct_rc_gdr_md_detect_memory_type(uct_md_h tl_md,
+                                              const void *address,
+                                              size_t length,
+                                              ucs_memory_type_t *mem_type_p);
+ucs_status_t uct_rc_gdr_md_pack(uct_md_h tl_md, uct_mem_h memh,
+                                void *rkey_buffer);
+ucs_status_t uct_rc_gdr_md_unpack(const void *rkey_buffer, uct_rkey_t *rkey_p,
+                                  void **handle_p);
+/* <0, 0, >0 as memcmp, for remote keys of this component */
+int uct_rc_gdr_md_rkey_cmp(uct_rkey_t rkey1, uct_rkey_t rkey2);
+ucs_status_t uct_rc_gdr_md_query_resources(uct_component_t *component,
+                                           uct_md_resource_desc_t **resources_p,
+                                           unsigned *num_resources_p);
+ucs_status_t uct_rc_gdr_md_open(uct_component_t *component,
+                                const char *md_name,
+                                const uct_md_config_t *config,
+                                uct_md_h *md_p);
+extern ucs_config_field_t uct_rc_gdr_md_config_table[];
+
+ucs_status_t uct_rc_gdr_iface_estimate_perf(uct_iface_h tl_iface,
+                                            uct_perf_attr_t *perf_attr);
+/* On refusal, a reason in @a why (may be NULL) */
+int uct_rc_gdr_iface_reachable(uct_iface_h tl_iface,
+                               const uct_device_addr_t *dev_addr,
+                               char *why, size_t max);
+/* Whether @a dev_addr is this interface's own device */
+int uct_rc_gdr_iface_same_device(uct_iface_h tl_iface,
+                                 const uct_device_addr_t *dev_addr);
+
+ucs_status_t uct_rc_gdr_ep_connect_to_ep(uct_ep_h tl_ep,
+                                         const uct_device_addr_t *dev_addr,
+                                         const uct_ep_addr_t *ep_addr);
+/* Whether the endpoint's QP is connected to that peer (either address may
+ * be NULL: not compared). */
+int uct_rc_gdr_ep_is_connected_to(uct_ep_h tl_ep,
+                                  const uct_device_addr_t *dev_addr,
+                                  const uct_ep_addr_t *ep_addr);
+ucs_status_t uct_rc_gdr_ep_invalidate(uct_ep_h tl_ep, unsigned flags);
 
 
-/*
- * Load-time check of the UCX the process really runs: refuse to register
- * (instead of crashing later) when it is not the release the plugin was built
- * against. On refusal, *reason_p describes the mismatch.
- */
+/* ------------------------------------------------------------------------
+ * What the glue unit provides
+ * ------------------------------------------------------------------------ */
+
+extern uct_component_t          uct_rc_gdr_component;
+extern uct_md_ops_t             uct_rc_gdr_md_ops;
+extern uct_iface_internal_ops_t uct_rc_gdr_iface_internal_ops;
+
+/* A plain memory pool (no registration): ucs_mpool_init of this release. */
+ucs_status_t uct_rc_gdr_glue_mpool_init(ucs_mpool_t *mp, size_t elem_size,
+                                        size_t alignment,
+                                        unsigned elems_per_chunk,
+                                        unsigned max_elems,
+                                        ucs_mpool_ops_t *ops,
+                                        const char *name);
+
+
+/* ------------------------------------------------------------------------
+ * Which release (rc_gdr_glue_version.c: also in the core library)
+ * ------------------------------------------------------------------------ */
+
 typedef struct uct_rc_gdr_ucx_version {
     unsigned major;
     unsigned minor;
     unsigned patch;
 } uct_rc_gdr_ucx_version_t;
 
+/* The release this build is for. */
+void uct_rc_gdr_glue_built_version(uct_rc_gdr_ucx_version_t *ver_p);
+
+/* The release the process really runs (asks the libucp in the process). */
 ucs_status_t uct_rc_gdr_glue_running_version(uct_rc_gdr_ucx_version_t *ver_p);
 
+/*
+ * Load-time check: refuse to register (instead of crashing later) when the
+ * process runs another release than the one the module was built against.
+ * On refusal, @a reason describes the mismatch in one line.
+ */
 ucs_status_t
 uct_rc_gdr_glue_version_check(const uct_rc_gdr_ucx_version_t *running,
                               char *reason, size_t max);
+
+/*
+ * Says why the module does not register, on stderr, without UCX's logger:
+ * in a process of another release, UCX's globals have another layout.
+ */
+void uct_rc_gdr_glue_refuse(const char *reason);
+
+/* ucs_config_parser_fill_opts of this release, for a table of rc_gdr's own
+ * (tests). */
+ucs_status_t uct_rc_gdr_glue_config_fill(void *opts, ucs_config_field_t *table,
+                                         size_t size, const char *env_prefix,
+                                         const char *table_prefix);
 
 #endif

@@ -5,6 +5,9 @@
  * and every UCX release ships the three libraries together. The plugin asks
  * the libucp already loaded in the process, or else the one installed beside
  * the libuct it is linked to, so the answer is about the UCX in use.
+ *
+ * Part of the glue (the only other place that knows the release), and of
+ * the core library: the unit tests use it too.
  */
 
 #ifndef _GNU_SOURCE
@@ -20,6 +23,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 
 typedef void (*uct_rc_gdr_get_version_func_t)(unsigned *major, unsigned *minor,
@@ -91,8 +95,46 @@ uct_rc_gdr_glue_version_check(const uct_rc_gdr_ucx_version_t *running,
     snprintf(reason, max,
              "rc_gdr was built for UCX %d.%d.%d but this process runs UCX "
              "%u.%u.%u; the transport is not registered (rebuild rc_gdr "
-             "against this UCX: contrib/ucx-deps.sh, configure, make)",
+             "against this UCX: contrib/build.sh --ucx VERSION)",
              RC_GDR_UCX_MAJOR, RC_GDR_UCX_MINOR, RC_GDR_UCX_PATCH,
              running->major, running->minor, running->patch);
     return UCS_ERR_UNSUPPORTED;
+}
+
+
+void uct_rc_gdr_glue_built_version(uct_rc_gdr_ucx_version_t *ver_p)
+{
+    ver_p->major = RC_GDR_UCX_MAJOR;
+    ver_p->minor = RC_GDR_UCX_MINOR;
+    ver_p->patch = RC_GDR_UCX_PATCH;
+}
+
+
+void uct_rc_gdr_glue_refuse(const char *reason)
+{
+    /* Not ucs_error(): it reads UCX's global options, whose layout is this
+     * build's, not necessarily the process's. One line, always shown. */
+    fprintf(stderr, "[%d] rc_gdr: %s\n", (int)getpid(), reason);
+    fflush(stderr);
+}
+
+
+ucs_status_t uct_rc_gdr_glue_config_fill(void *opts, ucs_config_field_t *table,
+                                         size_t size, const char *env_prefix,
+                                         const char *table_prefix)
+{
+#if (RC_GDR_UCX_MAJOR == 1) && (RC_GDR_UCX_MINOR < 15)
+    return ucs_config_parser_fill_opts(opts, table, env_prefix, table_prefix,
+                                       0);
+#else
+    /* 1.15 on: the table comes as a global list entry */
+    ucs_config_global_list_entry_t entry = {
+        .name   = "rc_gdr",
+        .prefix = table_prefix,
+        .table  = table,
+        .size   = size
+    };
+
+    return ucs_config_parser_fill_opts(opts, &entry, env_prefix, 0);
+#endif
 }

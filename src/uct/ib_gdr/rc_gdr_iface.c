@@ -97,16 +97,15 @@ ucs_config_field_t uct_rc_gdr_iface_config_table[] = {
     UCT_RC_GDR_BOUNCE_CONFIG_FIELD(ucs_offsetof(uct_rc_gdr_iface_config_t,
                                                 bounce)),
 
-    UCT_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 0, "send/receive",
-                                  ucs_offsetof(uct_rc_gdr_iface_config_t,
-                                               tx_mp), ""),
+    UCT_RC_GDR_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 0, "send/receive",
+                                         ucs_offsetof(uct_rc_gdr_iface_config_t,
+                                                      tx_mp), ""),
 
     {NULL}
 };
 
 
 static uct_iface_ops_t uct_rc_gdr_iface_ops;
-static uct_iface_internal_ops_t uct_rc_gdr_iface_internal_ops;
 
 /* Operation descriptors live in plain host memory: no NIC ever reads them. */
 static ucs_mpool_ops_t uct_rc_gdr_op_mpool_ops = {
@@ -231,9 +230,14 @@ uct_rc_gdr_iface_get_device_address(uct_iface_h tl_iface,
 }
 
 
-static int uct_rc_gdr_iface_is_reachable(const uct_iface_h tl_iface,
-                                         const uct_device_addr_t *dev_addr,
-                                         const uct_iface_addr_t *iface_addr)
+#define UCT_RC_GDR_IFACE_WHY(_why, _max, ...) \
+    if ((_why) != NULL) { \
+        ucs_snprintf_safe(_why, _max, __VA_ARGS__); \
+    }
+
+int uct_rc_gdr_iface_reachable(uct_iface_h tl_iface,
+                               const uct_device_addr_t *dev_addr,
+                               char *why, size_t max)
 {
     uct_rc_gdr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_gdr_iface_t);
     uct_rc_gdr_dev_addr_t remote;
@@ -241,16 +245,46 @@ static int uct_rc_gdr_iface_is_reachable(const uct_iface_h tl_iface,
     if ((dev_addr == NULL) ||
         (uct_rc_gdr_dev_addr_unpack(dev_addr, uct_rc_gdr_dev_addr_size(),
                                     &remote) != UCS_OK)) {
+        UCT_RC_GDR_IFACE_WHY(why, max, "no valid rc_gdr device address");
         return 0;
     }
 
     /* RoCE reaches by GID (routable); InfiniBand needs the same subnet. */
     if (remote.is_roce != iface->is_roce) {
+        UCT_RC_GDR_IFACE_WHY(why, max, "link layer differs (%s here)",
+                          iface->is_roce ? "RoCE" : "InfiniBand");
         return 0;
     }
 
-    return iface->is_roce ||
-           !memcmp(remote.gid, iface->gid.raw, 8 /* subnet prefix */);
+    if (!iface->is_roce &&
+        memcmp(remote.gid, iface->gid.raw, 8 /* subnet prefix */)) {
+        UCT_RC_GDR_IFACE_WHY(why, max, "another InfiniBand subnet");
+        return 0;
+    }
+    return 1;
+}
+
+
+int uct_rc_gdr_iface_same_device(uct_iface_h tl_iface,
+                                 const uct_device_addr_t *dev_addr)
+{
+    uct_rc_gdr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_gdr_iface_t);
+    uct_rc_gdr_dev_addr_t remote;
+
+    return (dev_addr != NULL) &&
+           (uct_rc_gdr_dev_addr_unpack(dev_addr, uct_rc_gdr_dev_addr_size(),
+                                       &remote) == UCS_OK) &&
+           (remote.is_roce == iface->is_roce) &&
+           (remote.lid == iface->port_attr.lid) &&
+           !memcmp(remote.gid, iface->gid.raw, sizeof(remote.gid));
+}
+
+
+static int uct_rc_gdr_iface_is_reachable(const uct_iface_h tl_iface,
+                                         const uct_device_addr_t *dev_addr,
+                                         const uct_iface_addr_t *iface_addr)
+{
+    return uct_rc_gdr_iface_reachable(tl_iface, dev_addr, NULL, 0);
 }
 
 
@@ -755,9 +789,10 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
         goto err_cleanup_tx_mp;
     }
 
-    status = ucs_mpool_init(&self->op_mp, 0, sizeof(uct_rc_gdr_op_t), 0,
-                            UCS_SYS_CACHE_LINE_SIZE, 256, UINT_MAX,
-                            &uct_rc_gdr_op_mpool_ops, "rc_gdr_ops");
+    status = uct_rc_gdr_glue_mpool_init(&self->op_mp, sizeof(uct_rc_gdr_op_t),
+                                        UCS_SYS_CACHE_LINE_SIZE, 256, UINT_MAX,
+                                        &uct_rc_gdr_op_mpool_ops,
+                                        "rc_gdr_ops");
     if (status != UCS_OK) {
         goto err_cleanup_rx_mp;
     }
@@ -919,8 +954,8 @@ static int uct_rc_gdr_iface_is_bounced(uct_rc_gdr_iface_t *iface,
 }
 
 
-static ucs_status_t uct_rc_gdr_iface_estimate_perf(uct_iface_h tl_iface,
-                                                   uct_perf_attr_t *perf_attr)
+ucs_status_t uct_rc_gdr_iface_estimate_perf(uct_iface_h tl_iface,
+                                            uct_perf_attr_t *perf_attr)
 {
     uct_rc_gdr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_gdr_iface_t);
     ucs_memory_type_t local   = UCS_MEMORY_TYPE_HOST;
@@ -969,10 +1004,6 @@ static ucs_status_t uct_rc_gdr_iface_estimate_perf(uct_iface_h tl_iface,
     }
     return UCS_OK;
 }
-
-
-static uct_iface_internal_ops_t uct_rc_gdr_iface_internal_ops =
-    UCT_RC_GDR_IFACE_INTERNAL_OPS_INITIALIZER(uct_rc_gdr);
 
 
 ucs_status_t

@@ -136,7 +136,7 @@ static void uct_rc_gdr_md_cuda_freed(void *address, size_t length,
 }
 
 
-static void uct_rc_gdr_md_close(uct_md_h tl_md)
+void uct_rc_gdr_md_close(uct_md_h tl_md)
 {
     uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
 
@@ -167,38 +167,47 @@ static void uct_rc_gdr_md_local_cpus(ucs_cpu_set_t *cpus)
 }
 
 
-static ucs_status_t uct_rc_gdr_md_query(uct_md_h tl_md,
-                                        uct_rc_gdr_md_attr_t *md_attr)
+/* What this md offers; the glue copies it into the release's attributes. */
+void uct_rc_gdr_md_caps(uct_md_h tl_md, uct_rc_gdr_md_caps_t *caps)
 {
     uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
 
-    memset(md_attr, 0, sizeof(*md_attr));
-    md_attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
-                                    UCT_MD_FLAG_NEED_RKEY;
-    md_attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    md_attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    md_attr->cap.detect_mem_types = 0;
+    memset(caps, 0, sizeof(*caps));
+    caps->flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
+                             UCT_MD_FLAG_NEED_RKEY;
+    caps->reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    caps->access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    caps->detect_mem_types = 0;
     if (md->num_gpus > 0) {
         /* Registered with the NIC or, failing that, for the bounce lane;
          * detected so that UCP classifies GPU memory without cuda_copy. */
-        md_attr->cap.reg_mem_types    |= UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
-                                         UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
-        md_attr->cap.detect_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
-                                         UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
+        caps->reg_mem_types    |= UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
+                                  UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
+        caps->detect_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
+                                  UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
     }
-    md_attr->cap.alloc_mem_types  = 0;
+    /* A cache above (UCP's) may keep every registration: host memory
+     * unmapped and CUDA memory freed invalidate rc_gdr's own regions, and a
+     * reused address with a new buffer ID never hits a stale one. */
+    caps->cache_mem_types  = caps->reg_mem_types;
+    caps->alloc_mem_types  = 0;
+    caps->gva_mem_types    = 0;
+    caps->dmabuf_mem_types = 0; /* rc_gdr exports no DMA-BUF for others */
     /* No allocation of its own (no UCT_MD_FLAG_ALLOC), so no limit to
      * report: 0 would read as "nothing fits" to users that size transfers
      * by it (UCX's tests do). */
-    md_attr->cap.max_alloc        = SIZE_MAX;
-    md_attr->cap.max_reg          = md->dev_attr.max_mr_size;
-    md_attr->rkey_packed_size     = uct_rc_gdr_rkey_packed_size();
+    caps->max_alloc        = SIZE_MAX;
+    caps->max_reg          = md->dev_attr.max_mr_size;
+    caps->rkey_packed_size = uct_rc_gdr_rkey_packed_size();
+    /* Any address and length: the cache rounds to pages itself. */
+    caps->reg_alignment    = 1;
     /* A cache hit costs a lookup; a miss an ibv_reg_mr (~us + per page). */
-    md_attr->reg_cost             = ucs_linear_func_make(16.0e-6, 0.06e-9);
-    ucs_strncpy_zero(md_attr->component_name, UCT_RC_GDR_COMPONENT_NAME,
-                     sizeof(md_attr->component_name));
-    uct_rc_gdr_md_local_cpus(&md_attr->local_cpus);
-    return UCS_OK;
+    caps->reg_cost         = ucs_linear_func_make(16.0e-6, 0.06e-9);
+    caps->component_name   = UCT_RC_GDR_COMPONENT_NAME;
+    /* The NIC's GUID names the device across processes. */
+    caps->global_id        = (const char*)&md->dev_attr.node_guid;
+    caps->global_id_length = sizeof(md->dev_attr.node_guid);
+    uct_rc_gdr_md_local_cpus(&caps->local_cpus);
 }
 
 
@@ -532,7 +541,8 @@ static const uct_rc_gdr_rcache_ops_t uct_rc_gdr_md_rcache_ops = {
 };
 
 
-static ucs_status_t uct_rc_gdr_md_mem_reg(UCT_RC_GDR_MEM_REG_ARGS)
+ucs_status_t uct_rc_gdr_md_reg(uct_md_h tl_md, void *address, size_t length,
+                               uint64_t flags, uct_mem_h *memh_p)
 {
     uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
     uct_rc_gdr_cuda_mem_info_t info;
@@ -564,7 +574,7 @@ static ucs_status_t uct_rc_gdr_md_mem_reg(UCT_RC_GDR_MEM_REG_ARGS)
 }
 
 
-static ucs_status_t
+ucs_status_t
 uct_rc_gdr_md_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_params_t *params)
 {
     uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
@@ -584,9 +594,9 @@ uct_rc_gdr_md_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_params_t *params)
 }
 
 
-static ucs_status_t uct_rc_gdr_md_mem_query(uct_md_h tl_md, const void *address,
-                                            size_t length,
-                                            uct_md_mem_attr_t *mem_attr)
+ucs_status_t uct_rc_gdr_md_mem_info(uct_md_h tl_md, const void *address,
+                                    size_t length,
+                                    uct_rc_gdr_mem_info_t *mem_info)
 {
     uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
     uct_rc_gdr_cuda_mem_info_t info;
@@ -606,38 +616,29 @@ static ucs_status_t uct_rc_gdr_md_mem_query(uct_md_h tl_md, const void *address,
         return UCS_ERR_INVALID_ADDR;
     }
 
-    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_MEM_TYPE) {
-        mem_attr->mem_type = info.mem_type;
-    }
-    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_SYS_DEV) {
-        mem_attr->sys_dev = UCS_SYS_DEVICE_ID_UNKNOWN;
-    }
-    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_BASE_ADDRESS) {
-        mem_attr->base_address = (info.base_address != NULL) ?
-                                 info.base_address : (void*)address;
-    }
-    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_ALLOC_LENGTH) {
-        mem_attr->alloc_length = (info.alloc_length != 0) ?
-                                 info.alloc_length : length;
-    }
+    mem_info->mem_type     = info.mem_type;
+    mem_info->sys_dev      = UCS_SYS_DEVICE_ID_UNKNOWN;
+    mem_info->base_address = (info.base_address != NULL) ?
+                             info.base_address : (void*)address;
+    mem_info->alloc_length = (info.alloc_length != 0) ?
+                             info.alloc_length : length;
     return UCS_OK;
 }
 
 
-static ucs_status_t
+ucs_status_t
 uct_rc_gdr_md_detect_memory_type(uct_md_h tl_md, const void *address,
                                  size_t length, ucs_memory_type_t *mem_type_p)
 {
-    uct_md_mem_attr_t mem_attr;
+    uct_rc_gdr_mem_info_t mem_info;
     ucs_status_t status;
 
-    mem_attr.field_mask = UCT_MD_MEM_ATTR_FIELD_MEM_TYPE;
-    status = uct_rc_gdr_md_mem_query(tl_md, address, length, &mem_attr);
+    status = uct_rc_gdr_md_mem_info(tl_md, address, length, &mem_info);
     if (status != UCS_OK) {
         return status;
     }
 
-    *mem_type_p = mem_attr.mem_type;
+    *mem_type_p = mem_info.mem_type;
     return UCS_OK;
 }
 
@@ -664,7 +665,8 @@ ucs_status_t uct_rc_gdr_md_stats_query(uct_md_h tl_md,
 }
 
 
-static ucs_status_t uct_rc_gdr_md_mkey_pack(UCT_RC_GDR_MKEY_PACK_ARGS)
+ucs_status_t uct_rc_gdr_md_pack(uct_md_h tl_md, uct_mem_h memh,
+                                void *rkey_buffer)
 {
     uct_rc_gdr_mr_t *gdr_mr = uct_rc_gdr_memh_mr(memh);
     uct_rc_gdr_rkey_t rkey;
@@ -676,7 +678,8 @@ static ucs_status_t uct_rc_gdr_md_mkey_pack(UCT_RC_GDR_MKEY_PACK_ARGS)
 }
 
 
-ucs_status_t uct_rc_gdr_md_rkey_unpack(UCT_RC_GDR_RKEY_UNPACK_ARGS)
+ucs_status_t uct_rc_gdr_md_unpack(const void *rkey_buffer, uct_rkey_t *rkey_p,
+                                  void **handle_p)
 {
     uct_rc_gdr_rkey_t rkey;
     ucs_status_t status;
@@ -693,6 +696,14 @@ ucs_status_t uct_rc_gdr_md_rkey_unpack(UCT_RC_GDR_RKEY_UNPACK_ARGS)
     *rkey_p   = uct_rc_gdr_rkey_to_uct(&rkey);
     *handle_p = NULL;
     return UCS_OK;
+}
+
+
+/* A remote key is its uct_rkey_t value (rc_gdr_addr.h): equal values are the
+ * same key, flags included. */
+int uct_rc_gdr_md_rkey_cmp(uct_rkey_t rkey1, uct_rkey_t rkey2)
+{
+    return (rkey1 > rkey2) ? 1 : (rkey1 < rkey2) ? -1 : 0;
 }
 
 
@@ -803,10 +814,6 @@ out:
     }
     return status;
 }
-
-
-static uct_md_ops_t uct_rc_gdr_md_ops =
-    UCT_RC_GDR_MD_OPS_INITIALIZER(uct_rc_gdr_md);
 
 
 static struct ibv_device *uct_rc_gdr_md_find_device(struct ibv_device **devices,

@@ -89,9 +89,6 @@ typedef struct uct_rc_gdr_md {
 } uct_rc_gdr_md_t;
 
 
-extern uct_component_t uct_rc_gdr_component;
-
-
 /* The memh handed to UCT users is the cache region. */
 static inline uct_rc_gdr_mr_t *uct_rc_gdr_memh_mr(uct_mem_h memh)
 {
@@ -107,17 +104,6 @@ static inline uint32_t uct_rc_gdr_memh_lkey(uct_mem_h memh)
     return (mr == NULL) ? 0 : mr->lkey;
 }
 
-
-ucs_status_t uct_rc_gdr_md_query_resources(uct_component_t *component,
-                                           uct_md_resource_desc_t **resources_p,
-                                           unsigned *num_resources_p);
-
-ucs_status_t uct_rc_gdr_md_open(uct_component_t *component,
-                                const char *md_name,
-                                const uct_md_config_t *config,
-                                uct_md_h *md_p);
-
-ucs_status_t uct_rc_gdr_md_rkey_unpack(UCT_RC_GDR_RKEY_UNPACK_ARGS);
 
 /* Registers a buffer the transport itself owns (bounce buffers, staging). */
 ucs_status_t uct_rc_gdr_md_reg_internal(uct_rc_gdr_md_t *md, void *address,
@@ -138,7 +124,5 @@ ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint32_t token,
 /* Exported for tests: the counters of an rc_gdr md. */
 ucs_status_t uct_rc_gdr_md_stats_query(uct_md_h md,
                                        uct_rc_gdr_md_stats_t *stats);
-
-extern ucs_config_field_t uct_rc_gdr_md_config_table[];
 
 #endif

@@ -10,7 +10,7 @@
 #include <ucs/debug/assert.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
-#include <ucs/sys/math.h>
+#include "rc_gdr_glue_math.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,0 +1,15 @@
+/*
+ * rc_gdr glue: UCS's arithmetic helpers (ucs_align_*, ucs_min, ...) wherever
+ * this UCX release keeps them: ucs/sys/math.h, and ucs/sys/ptr_arith.h from
+ * 1.17 on. Core files include this instead of ucs/sys/math.h.
+ */
+
+#ifndef UCT_RC_GDR_GLUE_MATH_H_
+#define UCT_RC_GDR_GLUE_MATH_H_
+
+#include <ucs/sys/math.h>
+#if (RC_GDR_UCX_MAJOR > 1) || (RC_GDR_UCX_MINOR >= 17)
+#  include <ucs/sys/ptr_arith.h>
+#endif
+
+#endif

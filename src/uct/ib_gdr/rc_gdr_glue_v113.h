@@ -1,0 +1,22 @@
+/*
+ * rc_gdr glue, compile-time part, for UCX 1.13.
+ */
+
+#ifndef UCT_RC_GDR_GLUE_V113_H_
+#define UCT_RC_GDR_GLUE_V113_H_
+
+#include <uct/base/uct_iface.h>
+#include "rc_gdr_glue_math.h"
+
+
+/* UCT_FLUSH_FLAG_REMOTE exists from UCX 1.14 on. */
+#define UCT_RC_GDR_HAVE_FLUSH_REMOTE 0
+
+
+/* The send/receive buffer pool's knobs (TX_MAX_BUFS, TX_BUFS_GROW). */
+#define UCT_RC_GDR_IFACE_MPOOL_CONFIG_FIELDS(_prefix, _dfl_max, _dfl_grow, \
+                                             _mp_name, _offset, _desc) \
+    UCT_IFACE_MPOOL_CONFIG_FIELDS(_prefix, _dfl_max, _dfl_grow, _mp_name, \
+                                  _offset, _desc)
+
+#endif

@@ -1,0 +1,155 @@
+/*
+ * rc_gdr glue for UCX 1.16 - 1.19: copies rc_gdr's capabilities and answers
+ * into this generation's structs, and lays out its tables.
+ *
+ * Since 1.14/1.16: md attributes v2, mem_reg and mkey_pack take parameter
+ * structs (mkey_pack also address and length), the md ops lost
+ * is_sockaddr_accessible for mem_attach, seven internal iface ops
+ * (connect_to_ep v2, is_reachable v2, ep_is_connected), rkey_compare in the
+ * component, ucs_mpool_init takes a parameter struct.
+ * Within the generation: 1.19 added gva_mem_types, the address lengths of
+ * is_reachable, and the parameters of rkey_unpack.
+ */
+
+#define UCT_RC_GDR_GLUE_GVA (RC_GDR_UCX_MINOR >= 19)
+
+#if UCT_RC_GDR_GLUE_GVA
+#  define UCT_RC_GDR_GLUE_MD_QUERY_MORE(_md_attr, _caps) \
+       (_md_attr)->gva_mem_types = (_caps)->gva_mem_types
+#  define UCT_RC_GDR_GLUE_ADDR_LENGTH_OK(_params, _why, _max) \
+       uct_rc_gdr_glue_addr_length_ok(_params, _why, _max)
+#else
+#  define UCT_RC_GDR_GLUE_MD_QUERY_MORE(_md_attr, _caps) (void)0
+#  define UCT_RC_GDR_GLUE_ADDR_LENGTH_OK(_params, _why, _max) 1
+#endif
+
+#include "rc_gdr_glue.h"
+
+#if UCT_RC_GDR_GLUE_GVA
+static int
+uct_rc_gdr_glue_addr_length_ok(const uct_iface_is_reachable_params_t *params,
+                               char *why, size_t max);
+#endif
+
+#include "rc_gdr_glue_v2.inl"
+#include "rc_gdr_addr.h"
+
+
+#if UCT_RC_GDR_GLUE_GVA
+/* A device address of another length is another transport's. */
+static int
+uct_rc_gdr_glue_addr_length_ok(const uct_iface_is_reachable_params_t *params,
+                               char *why, size_t max)
+{
+    if ((params->field_mask &
+         UCT_IFACE_IS_REACHABLE_FIELD_DEVICE_ADDR_LENGTH) &&
+        (params->device_addr_length != uct_rc_gdr_dev_addr_size())) {
+        ucs_snprintf_zero(why, max, "device address length %zu, not %zu",
+                          params->device_addr_length,
+                          uct_rc_gdr_dev_addr_size());
+        return 0;
+    }
+    return 1;
+}
+#endif
+
+
+static ucs_status_t
+uct_rc_gdr_glue_mem_query(uct_md_h md, const void *address, size_t length,
+                          uct_md_mem_attr_t *mem_attr)
+{
+    uct_rc_gdr_mem_info_t info;
+    ucs_status_t status;
+
+    status = uct_rc_gdr_md_mem_info(md, address, length, &info);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    UCT_RC_GDR_GLUE_MEM_ATTR_COPY(mem_attr, &info);
+    return UCS_OK;
+}
+
+
+#if UCT_RC_GDR_GLUE_GVA
+static ucs_status_t
+uct_rc_gdr_glue_rkey_unpack(uct_component_t *component,
+                            const void *rkey_buffer,
+                            const uct_rkey_unpack_params_t *params,
+                            uct_rkey_t *rkey_p, void **handle_p)
+{
+    return uct_rc_gdr_md_unpack(rkey_buffer, rkey_p, handle_p);
+}
+#else
+static ucs_status_t
+uct_rc_gdr_glue_rkey_unpack(uct_component_t *component,
+                            const void *rkey_buffer, uct_rkey_t *rkey_p,
+                            void **handle_p)
+{
+    return uct_rc_gdr_md_unpack(rkey_buffer, rkey_p, handle_p);
+}
+#endif
+
+
+static ucs_status_t uct_rc_gdr_glue_ep_invalidate(uct_ep_h ep, unsigned flags)
+{
+    return uct_rc_gdr_ep_invalidate(ep, flags);
+}
+
+
+uct_md_ops_t uct_rc_gdr_md_ops = {
+    .close              = uct_rc_gdr_md_close,
+    .query              = uct_rc_gdr_glue_md_query,
+    .mem_alloc          = (uct_md_mem_alloc_func_t)
+                              ucs_empty_function_return_unsupported,
+    .mem_free           = (uct_md_mem_free_func_t)
+                              ucs_empty_function_return_unsupported,
+    .mem_advise         = (uct_md_mem_advise_func_t)
+                              ucs_empty_function_return_unsupported,
+    .mem_reg            = uct_rc_gdr_glue_mem_reg,
+    .mem_dereg          = uct_rc_gdr_md_mem_dereg,
+    .mem_query          = uct_rc_gdr_glue_mem_query,
+    .mkey_pack          = uct_rc_gdr_glue_mkey_pack,
+    .mem_attach         = (uct_md_mem_attach_func_t)
+                              ucs_empty_function_return_unsupported,
+    .detect_memory_type = uct_rc_gdr_md_detect_memory_type
+};
+
+
+uct_iface_internal_ops_t uct_rc_gdr_iface_internal_ops = {
+    .iface_estimate_perf   = uct_rc_gdr_iface_estimate_perf,
+    .iface_vfs_refresh     = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
+    .ep_query              = (uct_ep_query_func_t)
+                                 ucs_empty_function_return_unsupported,
+    .ep_invalidate         = uct_rc_gdr_glue_ep_invalidate,
+    .ep_connect_to_ep_v2   = uct_rc_gdr_glue_connect_to_ep_v2,
+    .iface_is_reachable_v2 = uct_rc_gdr_glue_iface_is_reachable_v2,
+    .ep_is_connected       = uct_rc_gdr_glue_ep_is_connected
+};
+
+
+uct_component_t uct_rc_gdr_component = {
+    .name               = UCT_RC_GDR_COMPONENT_NAME,
+    .query_md_resources = uct_rc_gdr_md_query_resources,
+    .md_open            = uct_rc_gdr_md_open,
+    .cm_open            = (uct_component_cm_open_func_t)
+                              ucs_empty_function_return_unsupported,
+    .rkey_unpack        = uct_rc_gdr_glue_rkey_unpack,
+    .rkey_ptr           = (uct_component_rkey_ptr_func_t)
+                              ucs_empty_function_return_unsupported,
+    .rkey_release       = (uct_component_rkey_release_func_t)
+                              ucs_empty_function_return_success,
+    .rkey_compare       = uct_rc_gdr_glue_rkey_compare,
+    .md_config          = {
+        .name           = "rc_gdr memory domain",
+        .prefix         = UCT_RC_GDR_CONFIG_PREFIX,
+        .table          = uct_rc_gdr_md_config_table,
+        .size           = sizeof(uct_rc_gdr_md_config_t)
+    },
+    .cm_config          = UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY,
+    .tl_list            = UCT_COMPONENT_TL_LIST_INITIALIZER(
+                                  &uct_rc_gdr_component),
+    .flags              = 0,
+    .md_vfs_init        = (uct_component_md_vfs_init_func_t)
+                              ucs_empty_function
+};

@@ -1,0 +1,23 @@
+/*
+ * rc_gdr glue, compile-time part, for UCX 1.22.
+ */
+
+#ifndef UCT_RC_GDR_GLUE_V122_H_
+#define UCT_RC_GDR_GLUE_V122_H_
+
+#include <uct/base/uct_iface.h>
+#include "rc_gdr_glue_math.h"
+
+
+/* UCT_FLUSH_FLAG_REMOTE: from UCX 1.14 on. */
+#define UCT_RC_GDR_HAVE_FLUSH_REMOTE 1
+
+
+/* The send/receive buffer pool's knobs; 1.14 added chunk size and growth
+ * factor. */
+#define UCT_RC_GDR_IFACE_MPOOL_CONFIG_FIELDS(_prefix, _dfl_max, _dfl_grow, \
+                                             _mp_name, _offset, _desc) \
+    UCT_IFACE_MPOOL_CONFIG_FIELDS(_prefix, _dfl_max, _dfl_grow, 128m, 1.0, \
+                                  _mp_name, _offset, _desc)
+
+#endif
