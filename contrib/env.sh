@@ -3,10 +3,13 @@
 #
 #   . contrib/env.sh [--emulated-gpu] [BUILD_DIR]
 #
-# UCX 1.13 (Debian bookworm) loads only modules named at its build, so the
-# module is preloaded and registers itself; UCX >= 1.22 also finds it as
-# libuct_rcgdr.so.0 in UCX_PLUGIN_PATH. Open MPI 4.1's pml ucx accepts only
-# mlx devices unless told otherwise, hence the two OMPI_MCA_ variables.
+# The build says which UCX it is for (BUILD_DIR/ucx.env, from configure): an
+# upstream release's programs and libraries come first in PATH and
+# LD_LIBRARY_PATH. UCX up to 1.21 (Debian bookworm's 1.13 too) loads only
+# modules named at its build, so the module is preloaded and registers
+# itself; UCX >= 1.22 finds it as libuct_rcgdr.so.0 in UCX_PLUGIN_PATH alone.
+# Open MPI 4.1's pml ucx accepts only mlx devices unless told otherwise,
+# hence the two OMPI_MCA_ variables.
 #
 # --emulated-gpu: CUDA calls go to the project's stand-in driver
 # (test/fake_cuda): "GPU" buffers are host memory. Every result obtained so
@@ -29,14 +32,42 @@ if [ -z "$rc_gdr_build" ] || [ ! -f "$rc_gdr_lib" ]; then
     return 1 2>/dev/null || exit 1
 fi
 
-case ":${LD_PRELOAD:-}:" in
-*":$rc_gdr_lib:"*) ;;
-*) export LD_PRELOAD="$rc_gdr_lib${LD_PRELOAD:+:$LD_PRELOAD}" ;;
-esac
-# UCX_PLUGIN_PATH exists from UCX 1.22; older releases warn about it.
-case "$(ucx_info -v 2>/dev/null | sed -n 's/^# Version \([0-9]*\.[0-9]*\).*/\1/p')" in
-1.[0-9]|1.1[0-9]|1.2[01]) ;;
-*) export UCX_PLUGIN_PATH="$rc_gdr_build/src/uct/ib_gdr/.libs${UCX_PLUGIN_PATH:+:$UCX_PLUGIN_PATH}" ;;
+RC_GDR_UCX_VERSION=""
+RC_GDR_UCX_LIBDIR=""
+RC_GDR_UCX_BINDIR=""
+if [ -f "$rc_gdr_build/ucx.env" ]; then
+    . "$rc_gdr_build/ucx.env"
+fi
+if [ -n "$RC_GDR_UCX_BINDIR" ]; then
+    case ":$PATH:" in
+    *":$RC_GDR_UCX_BINDIR:"*) ;;
+    *) export PATH="$RC_GDR_UCX_BINDIR:$PATH" ;;
+    esac
+    case ":${LD_LIBRARY_PATH:-}:" in
+    *":$RC_GDR_UCX_LIBDIR:"*) ;;
+    *) export LD_LIBRARY_PATH="$RC_GDR_UCX_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;;
+    esac
+fi
+if [ -z "$RC_GDR_UCX_VERSION" ]; then
+    RC_GDR_UCX_VERSION=$(ucx_info -v 2>/dev/null |
+                         sed -n 's/^# Version \([0-9.]*\).*/\1/p')
+fi
+export RC_GDR_UCX_VERSION
+
+case "$RC_GDR_UCX_VERSION" in
+1.[0-9]|1.[0-9].*|1.1[0-9]|1.1[0-9].*|1.2[01]|1.2[01].*)
+    case ":${LD_PRELOAD:-}:" in
+    *":$rc_gdr_lib:"*) ;;
+    *) export LD_PRELOAD="$rc_gdr_lib${LD_PRELOAD:+:$LD_PRELOAD}" ;;
+    esac
+    ;;
+*)
+    # UCX_PLUGIN_PATH alone, no preload (1.22 on)
+    case ":${UCX_PLUGIN_PATH:-}:" in
+    *":$rc_gdr_build/src/uct/ib_gdr/.libs:"*) ;;
+    *) export UCX_PLUGIN_PATH="$rc_gdr_build/src/uct/ib_gdr/.libs${UCX_PLUGIN_PATH:+:$UCX_PLUGIN_PATH}" ;;
+    esac
+    ;;
 esac
 export OMPI_MCA_pml_ucx_tls=any
 export OMPI_MCA_pml_ucx_devices=any

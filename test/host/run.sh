@@ -1,7 +1,8 @@
 #!/bin/bash
 #
-# Tier 1b: loading checks on the host (no RDMA, no GPU needed).
-# Prints "PASS name" / "FAIL name" per test and "N passed, N failed".
+# Tier 1b: loading checks on the host (no RDMA, no GPU needed), in the UCX
+# release the build is for (RC_GDR_BUILD, default build/; its ucx.env says
+# which). Prints "PASS name" / "FAIL name" per test and "N passed, N failed".
 #
 set -uo pipefail
 
@@ -9,6 +10,20 @@ cd "$(dirname "$0")/../.."
 B=$(cd "${RC_GDR_BUILD:-build}" && pwd)
 PLUGIN=$B/src/uct/ib_gdr/.libs/libuct_ib_gdr.so
 FAKE_UCP=$B/test/apps/ucx_version_fake.so
+RC_GDR_UCX_VERSION=""
+RC_GDR_UCX_BINDIR=""
+# shellcheck disable=SC1091
+. "$B/ucx.env"
+UCX_VERSION=$RC_GDR_UCX_VERSION
+if [ -n "$RC_GDR_UCX_BINDIR" ]; then
+    export PATH="$RC_GDR_UCX_BINDIR:$PATH"
+    export LD_LIBRARY_PATH="$RC_GDR_UCX_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+# How this release loads the module: UCX_PLUGIN_PATH from 1.22, else preload
+case "$UCX_VERSION" in
+1.1[0-9].*|1.2[01].*) LOAD=(env LD_PRELOAD="$PLUGIN") ;;
+*)                    LOAD=(env UCX_PLUGIN_PATH="$(dirname "$PLUGIN")") ;;
+esac
 LOG=$(mktemp -d /tmp/rc_gdr_host.XXXXXX)
 PASSED=0
 FAILED=0
@@ -27,7 +42,31 @@ run_test() {
 
 # Built for this UCX: registered, its configuration is listed.
 test_registers_in_matching_ucx() {
-    LD_PRELOAD=$PLUGIN ucx_info -c | grep '^UCX_RC_GDR_TX_QUEUE_LEN='
+    ucx_info -v | grep "Library version: $UCX_VERSION\|Version $UCX_VERSION" &&
+        "${LOAD[@]}" ucx_info -c | grep '^UCX_RC_GDR_TX_QUEUE_LEN='
+}
+
+# 1.22 on: found through UCX_PLUGIN_PATH under its plugin name, no preload.
+test_plugin_path_alone() {
+    case "$UCX_VERSION" in
+    1.1[0-9].*|1.2[01].*) echo "UCX $UCX_VERSION has no UCX_PLUGIN_PATH"; return 0 ;;
+    esac
+    [ -z "${LD_PRELOAD:-}" ] &&
+        [ -e "$(dirname "$PLUGIN")/libuct_rcgdr.so.0" ] &&
+        UCX_PLUGIN_PATH=$(dirname "$PLUGIN") \
+            ucx_info -c 2>&1 | grep '^UCX_RC_GDR_TX_QUEUE_LEN='
+}
+
+# No UCX version test outside the glue (rc_gdr_glue*): the rest of the
+# sources compiles unchanged against every release.
+test_no_release_test_outside_glue() {
+    local hits
+    hits=$(grep -rnE 'RC_GDR_UCX_(MAJOR|MINOR|PATCH|VERSION)|UCS_VERSION|UCT_VERSION|UCT_API_(MAJOR|MINOR|VERSION)|UCP_API_(MAJOR|MINOR|VERSION)|^\s*#\s*(el)?if.*UCX' \
+               src test --include='*.c' --include='*.h' --include='*.cc' \
+               --include='*.inl' | grep -v '/rc_gdr_glue[^/]*:')
+    [ -z "$hits" ] || { echo "release tests outside the glue:"; echo "$hits"; return 1; }
+    # and the same search finds the glue's own
+    grep -qE 'RC_GDR_UCX_MINOR' src/uct/ib_gdr/rc_gdr_glue_version.c
 }
 
 # Another UCX release (faked through the version the loader sees): a clear
@@ -38,21 +77,22 @@ test_refuses_other_ucx() {
           ucx_info -c 2>&1); rc=$?
     echo "$out" | grep -v '^UCX_' | head -5
     [ "$rc" = 0 ] &&
-        echo "$out" | grep -q 'built for UCX 1.13.1 but this process runs UCX 1.18.1' &&
+        echo "$out" | grep -q "built for UCX $UCX_VERSION but this process runs UCX 1.18.1" &&
         ! echo "$out" | grep -q '^UCX_RC_GDR_'
 }
 
 test_refuses_other_patch_release() {
-    LD_PRELOAD=$FAKE_UCP:$PLUGIN RC_GDR_FAKE_UCX_VERSION=1.13.2 \
+    local other=${UCX_VERSION%.*}.$(( ${UCX_VERSION##*.} + 1 ))
+    LD_PRELOAD=$FAKE_UCP:$PLUGIN RC_GDR_FAKE_UCX_VERSION=$other \
         ucx_info -c 2>&1 |
-        grep 'runs UCX 1.13.2; the transport is not registered'
+        grep "runs UCX $other; the transport is not registered"
 }
 
 # No verbs device and no CUDA driver here: the module loads, lists nothing,
 # and UCX still works.
 test_loads_without_hardware() {
-    LD_PRELOAD=$PLUGIN ucx_info -d > /dev/null &&
-        LD_PRELOAD=$PLUGIN ucx_info -v | grep 'Version 1.13'
+    "${LOAD[@]}" ucx_info -d > /dev/null &&
+        "${LOAD[@]}" ucx_info -v | grep "Library version: $UCX_VERSION\|Version $UCX_VERSION"
 }
 
 test_info_tool_without_hardware() {
@@ -64,6 +104,8 @@ test_info_tool_without_hardware() {
 }
 
 run_test module_registers_in_matching_ucx     test_registers_in_matching_ucx
+run_test module_found_by_plugin_path_alone    test_plugin_path_alone
+run_test no_release_test_outside_glue         test_no_release_test_outside_glue
 run_test module_refuses_other_ucx_release     test_refuses_other_ucx
 run_test module_refuses_other_patch_release   test_refuses_other_patch_release
 run_test module_loads_without_rdma_or_cuda    test_loads_without_hardware
