@@ -17,6 +17,7 @@
 #       src/      the source tree (autogen'd)
 #       build/    the configured build tree (config.h, ucx-version)
 #       install/  the prefix (bin/ucx_info, lib/libuct.so, lib/ucx/...)
+#       nvml/     (--cuda) NVML stand-in header and library, see below
 #       build.log, timings, .complete
 #
 # Usage: contrib/ucx-upstream.sh [--cuda] [--print-dir] [--jobs N] VERSION...
@@ -94,7 +95,8 @@ nvml_stub() {
     mkdir -p "$d/include" "$d/lib"
     cp contrib/ucx-upstream/nvml.h "$d/include/nvml.h"
     gcc -shared -fPIC -O2 -I"$d/include" -Wl,-soname,libnvidia-ml.so.1 \
-        -o "$d/lib/libnvidia-ml.so" contrib/ucx-upstream/nvml_stub.c
+        -o "$d/lib/libnvidia-ml.so.1" contrib/ucx-upstream/nvml_stub.c
+    ln -sf libnvidia-ml.so.1 "$d/lib/libnvidia-ml.so"
 }
 
 build_one() {
