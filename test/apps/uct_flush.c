@@ -26,6 +26,7 @@
 #include "uct_test_util.h"
 
 #include <uct/ib_gdr/rc_gdr_addr.h> /* rkey flags: constants only */
+#include <uct/ib_gdr/rc_gdr_glue.h> /* which flush flags this UCX has */
 
 #include <inttypes.h>
 #include <signal.h>
@@ -371,6 +372,51 @@ static void check_bad_value(const char *dev)
 }
 
 
+#if UCT_RC_GDR_HAVE_FLUSH_REMOTE
+/*
+ * UCT_FLUSH_FLAG_REMOTE (UCX >= 1.14): writes into host memory need no read
+ * for visibility under "auto", yet a remote flush reads once after them; a
+ * second remote flush with no new writes posts nothing; a local flush after
+ * writes still posts no read.
+ */
+static void check_flush_remote(pair_t *pair)
+{
+    uct_test_comp_t wcs[NUM_PUTS], comp;
+    uct_test_iface_stats_t before, after, again;
+    ucs_status_t status;
+
+    memset(pair->b.buf, 0, BUF_SIZE);
+    before = uct_test_iface_stats(pair->a.iface);
+    status = put_batch(pair, pair->rkey.rkey, 6, wcs);
+    if (status == UCS_OK) {
+        uct_test_comp_init(&comp);
+        status = UCT_TEST_RETRY(pair->nodes, 2,
+                                uct_ep_flush(pair->a.ep,
+                                             UCT_FLUSH_FLAG_REMOTE,
+                                             &comp.comp));
+        status = uct_test_comp_wait(pair->nodes, 2, status, &comp);
+    }
+    after = uct_test_iface_stats(pair->a.iface);
+    uct_test_check(status == UCS_OK, "flush(REMOTE) after %d puts completes "
+                   "(%s)", NUM_PUTS, ucs_status_string(status));
+    uct_test_check(after.flush_reads - before.flush_reads == 1,
+                   "flush(REMOTE) on host memory under auto: one read "
+                   "(%" PRIu64 ")", after.flush_reads - before.flush_reads);
+    uct_test_check(batch_arrived(pair), "flush(REMOTE): data byte-exact");
+
+    status = uct_ep_flush(pair->a.ep, UCT_FLUSH_FLAG_REMOTE, NULL);
+    again  = uct_test_iface_stats(pair->a.iface);
+    uct_test_check((status == UCS_OK) &&
+                   (again.flush_reads == after.flush_reads),
+                   "a second flush(REMOTE) with no new writes: done, no read "
+                   "(%s)", ucs_status_string(status));
+
+    check_batch(pair, "auto, host target, local flush after remote",
+                pair->rkey.rkey, 7, 0);
+}
+#endif
+
+
 static int run_counts(const char *dev_a, const char *dev_b)
 {
     uct_rkey_t flagged;
@@ -402,6 +448,11 @@ static int run_counts(const char *dev_a, const char *dev_b)
     flagged = pair.rkey.rkey |
               ((uint64_t)UCT_RC_GDR_RKEY_FLAG_FLUSH_READ << 32);
     check_batch(&pair, "auto, target flagged FLUSH_READ", flagged, 5, 1);
+#if UCT_RC_GDR_HAVE_FLUSH_REMOTE
+    check_flush_remote(&pair);
+#else
+    printf("SKIP UCT_FLUSH_FLAG_REMOTE: not in this UCX release\n");
+#endif
     pair_close(&pair);
 
     check_bad_value(dev_a);

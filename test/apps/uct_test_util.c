@@ -467,11 +467,29 @@ ucs_status_t uct_test_ep_flush(uct_test_node_t **nodes, int count,
 
 /* ----------------------------------------------------------- counters -- */
 
-/* The module is loaded as a plugin, not linked: its queries by dlsym */
+/* The module is loaded as a plugin, not linked: its queries by dlsym, in
+ * the process's scope (preloaded) or in the module itself (UCX >= 1.22 opens
+ * it from UCX_PLUGIN_PATH with local symbols). */
+static void *uct_test_module_sym(const char *name)
+{
+    void *func = dlsym(RTLD_DEFAULT, name);
+    void *module;
+
+    if (func == NULL) {
+        module = dlopen("libuct_ib_gdr.so", RTLD_LAZY | RTLD_NOLOAD);
+        if (module != NULL) {
+            func = dlsym(module, name);
+            dlclose(module);
+        }
+    }
+    return func;
+}
+
+
 static uct_test_iface_stats_func_t uct_test_iface_stats_func(void)
 {
     static const char *name = "uct_rc_gdr_iface_stats_query";
-    void *func              = dlsym(RTLD_DEFAULT, name);
+    void *func              = uct_test_module_sym(name);
 
     if (func == NULL) {
         fprintf(stderr, "%s: %s not found (is the module preloaded? "
@@ -485,7 +503,7 @@ ucs_status_t uct_test_md_stats_query(uct_md_h md, uct_test_md_stats_t *stats)
 {
     uct_test_md_stats_func_t query;
 
-    query = (uct_test_md_stats_func_t)dlsym(RTLD_DEFAULT,
+    query = (uct_test_md_stats_func_t)uct_test_module_sym(
                                             "uct_rc_gdr_md_stats_query");
     if (query == NULL) {
         return UCS_ERR_UNSUPPORTED;
