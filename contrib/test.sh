@@ -7,9 +7,14 @@
 #      faults, byte-exact data
 #   3  GPU tests: run where a CUDA driver and GPU are present, skipped (and
 #      said so) elsewhere
+#   5  releases: the same source against upstream UCX (built once per machine
+#      by contrib/ucx-upstream.sh, cached): 1.22.0 every tier above, 1.16.0
+#      and 1.19.1 build + unit + host + one guest UCP run; every module
+#      loaded into every other release (refused in one line, no crash)
 # and ends with one line "N passed, N failed" totalled over the tiers run.
 #
 # Usage: contrib/test.sh [--no-vm]
+#   RC_GDR_RELEASES="1.22.0 1.16.0 1.19.1" (default; "none" skips tier 5)
 #
 set -uo pipefail
 
@@ -83,6 +88,52 @@ if [ "$RUN_VM" = 1 ]; then
     echo "== tier 2: real verbs in the soft-RoCE guest"
     contrib/rxe-vm.sh --timeout 2400 -- test/rxe/run.sh 2>&1 | tee "$OUT/rxe"
     tally_plain "$OUT/rxe"
+fi
+
+# Tier 5: releases. 1.22.0 first: the full tiers run there.
+RELEASES=${RC_GDR_RELEASES:-1.22.0 1.16.0 1.19.1}
+[ "$RELEASES" = none ] && RELEASES=""
+RELEASE_BUILDS=()
+for v in $RELEASES; do
+    echo "== tier 5: UCX $v: build (upstream UCX cached in /var/cache/rc_gdr)"
+    t0=$(date +%s)
+    if ! contrib/build.sh --ucx "$v" > "$OUT/build-$v" 2>&1; then
+        tail -30 "$OUT/build-$v"
+        echo "FAIL build against UCX $v"
+        tally 0 1 0
+        continue
+    fi
+    echo "PASS build against UCX $v ($(( $(date +%s) - t0 )) s)"
+    tally 1 0 0
+    RELEASE_BUILDS+=("build-$v")
+
+    echo "== tier 5: UCX $v: unit tests"
+    "build-$v/test/gtest/gtest_rc_gdr" 2>&1 | tee "$OUT/unit-$v" |
+        grep -E '^\[  (FAILED|PASSED) |^\[ +FAILED +\]' || true
+    tally_gtest "$OUT/unit-$v"
+
+    echo "== tier 5: UCX $v: loading checks on the host"
+    RC_GDR_BUILD="build-$v" test/host/run.sh 2>&1 | tee "$OUT/host-$v"
+    tally_plain "$OUT/host-$v"
+
+    [ "$RUN_VM" = 1 ] || continue
+    if [ "$v" = 1.22.0 ]; then
+        echo "== tier 5: UCX $v: real verbs in the soft-RoCE guest (all)"
+        filter=""
+    else
+        echo "== tier 5: UCX $v: the soft-RoCE guest: rc_gdr listed, UCT" \
+             "put/get/am, UCP tag/put/get, Open MPI verified"
+        filter='^(ucx_info_lists_rc_gdr|perftest_uct_(put_bw_zcopy|get_zcopy|am_lat)|perftest_ucp_(tag_bw|put_bw|get)|mpi_2ranks_p2p_and_rma_verified)'
+    fi
+    RC_GDR_BUILD="build-$v" RC_GDR_TEST_FILTER="$filter" \
+        contrib/rxe-vm.sh --timeout 2400 -- test/rxe/run.sh 2>&1 |
+        tee "$OUT/rxe-$v"
+    tally_plain "$OUT/rxe-$v"
+done
+if [ ${#RELEASE_BUILDS[@]} -gt 0 ]; then
+    echo "== tier 5: every module in every other release"
+    test/host/cross.sh build "${RELEASE_BUILDS[@]}" 2>&1 | tee "$OUT/cross"
+    tally_plain "$OUT/cross"
 fi
 
 echo "== tier 3: GPU"

@@ -69,6 +69,11 @@ test_uct_verify() {
     [ "$rc" = 0 ] && grep -q '^[0-9]* passed, 0 failed$' "$LOG/uct.out"
 }
 
+# The release's UCT API, through libuct's entry points into the glue
+test_uct_release() {
+    timeout 120 "$B/test/apps/uct_release" "$@"
+}
+
 # What UCX's own UCT suites found, each check reduced (test/apps/uct_contract.c)
 test_uct_contract() {
     timeout 300 "$B/test/apps/uct_contract" "$@" > "$LOG/contract.out" 2>&1
@@ -318,6 +323,7 @@ run_test uct_data_all_ops_byte_exact       test_uct_verify data rxe0:1 rxe1:1
 run_test uct_corrupt_addresses_refused     test_uct_verify bad-address rxe0:1
 run_test uct_pending_before_connect_sent   test_uct_verify pending-connect rxe0:1 rxe1:1
 run_test uct_contract_regressions         test_uct_contract rxe0:1 rxe1:1
+run_test uct_release_api_through_glue      test_uct_release rxe0:1 rxe1:1
 run_test uct_peer_killed_reported_in_10s   test_peer_death 10
 run_test uct_peer_killed_configured_bound  test_peer_death_configured
 run_test uct_ucp_events_fd_arm_and_wait    test_events

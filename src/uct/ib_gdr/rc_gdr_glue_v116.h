@@ -12,6 +12,13 @@
 /* UCT_FLUSH_FLAG_REMOTE: from UCX 1.14 on. */
 #define UCT_RC_GDR_HAVE_FLUSH_REMOTE 1
 
+/* md query v2, is_reachable v2, ep_is_connected, connect_to_ep v2,
+ * rkey_compare (1.16 on) */
+#define UCT_RC_GDR_HAVE_V2_API       1
+
+/* iface_query_v2 (1.22 on) */
+#define UCT_RC_GDR_HAVE_IFACE_QUERY_V2 0
+
 
 /* The send/receive buffer pool's knobs; 1.14 added chunk size and growth
  * factor. */
