@@ -54,6 +54,7 @@ log() { echo "ucx-upstream: $*" >&2; }
 
 # The options of every build. Unknown options are ignored by configure (the
 # releases differ: --without-mlx5 is 1.17+, --without-mlx5-dv 1.16).
+# --disable-static: libtool would compile every source twice.
 # --enable-mt as in the distributions' builds, so that the layouts config.h
 # controls match a packaged UCX of the same release.
 OPTIONS="--enable-devel-headers --enable-mt --with-verbs --with-rdmacm
@@ -61,7 +62,8 @@ OPTIONS="--enable-devel-headers --enable-mt --with-verbs --with-rdmacm
          --without-rocm --without-ze --without-gaudi --without-ugni
          --without-gdrcopy --without-knem --without-xpmem --without-fuse3
          --without-valgrind --without-mpi --without-mad --without-efa
-         --without-mlx5 --without-mlx5-dv --disable-test-apps"
+         --without-mlx5 --without-mlx5-dv --disable-test-apps
+         --disable-static"
 if [ "$CUDA" = 1 ]; then
     OPTIONS="$OPTIONS --with-cuda=$CUDA_HOME"
 else

@@ -3,7 +3,9 @@
 # Tier 1b across releases: a module built for one UCX release, loaded into a
 # process of every other one, never crashes: one clear line, not registered.
 # Each pair is tried the way that process would load it: LD_PRELOAD (every
-# release), and UCX_PLUGIN_PATH where the process has it (1.22 on).
+# release), and UCX_PLUGIN_PATH where the process has it (1.22 on), with
+# every symbol bound at load; and the module's UCX symbols are checked
+# against that release's libraries.
 #
 # Usage: test/host/cross.sh BUILD_DIR BUILD_DIR...   (builds for different
 #        releases, e.g. build build-1.16.0 build-1.19.1 build-1.22.0)
@@ -36,7 +38,7 @@ has_plugin_path() {
 # module $5, loaded by $6 (preload|plugin_path); the module is for release $1.
 check_pair() {
     local mver=$1 pver=$2 bindir=$3 libdir=$4 plugin=$5 how=$6
-    local env=(env) out rc
+    local env=(env LD_BIND_NOW=1) out rc
     if [ "$bindir" != - ]; then
         env+=(PATH="$bindir:$PATH" LD_LIBRARY_PATH="$libdir")
     fi
@@ -52,6 +54,21 @@ check_pair() {
         [ "$(echo "$out" | grep -c 'rc_gdr: ')" = 1 ] &&
         echo "$out" | grep -q "built for UCX $mver but this process runs UCX $pver; the transport is not registered" &&
         ! echo "$out" | grep -q '^UCX_RC_GDR_'
+}
+
+# Every UCX symbol the module needs from the process's release is there, or
+# is weak: the dynamic link never fails, even with LD_BIND_NOW.
+check_symbols() {
+    local plugin=$1 libdir=$2 missing
+    [ "$libdir" != - ] || libdir=$(dirname "$(ldconfig -p |
+                                   sed -n 's/.*libuct.so.0 .*=> //p' | head -1)")
+    missing=$(comm -23 \
+        <(nm -D --undefined-only "$plugin" | awk '$1 == "U" {print $2}' |
+          grep -E '^uc[pstm]_' | sort -u) \
+        <(for l in libucs libuct libucp libucm; do
+              nm -D --defined-only "$libdir/$l.so.0"
+          done | awk '{print $3}' | sort -u))
+    [ -z "$missing" ] || { echo "not in $libdir, and not weak:"; echo "$missing"; return 1; }
 }
 
 run_test() {
@@ -72,6 +89,8 @@ for m in "$@"; do
     for p in "$@"; do
         read -r pver bindir libdir _ <<< "$(describe "$p")"
         [ "$mver" != "$pver" ] || continue
+        run_test "module_${mver}_symbols_in_${pver}" \
+            check_symbols "$plugin" "$libdir"
         run_test "module_${mver}_in_${pver}_preload" \
             check_pair "$mver" "$pver" "$bindir" "$libdir" "$plugin" preload
         if has_plugin_path "$pver"; then

@@ -20,6 +20,16 @@
 #define UCT_RC_GDR_HAVE_IFACE_QUERY_V2 1
 
 
+/*
+ * What this generation references and older releases lack: weak, so that
+ * the module still loads into a process of an older release (where it
+ * refuses to register, in one line) instead of failing the dynamic link
+ * ("symbol lookup error"). test/host/cross.sh checks the list is complete.
+ */
+#pragma weak ucs_config_doc_nop
+#pragma weak ucs_mpool_params_reset
+
+
 /* The send/receive buffer pool's knobs; 1.14 added chunk size and growth
  * factor. */
 #define UCT_RC_GDR_IFACE_MPOOL_CONFIG_FIELDS(_prefix, _dfl_max, _dfl_grow, \
