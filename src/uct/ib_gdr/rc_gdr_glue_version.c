@@ -114,7 +114,7 @@ void uct_rc_gdr_glue_refuse(const char *reason)
 {
     /* Not ucs_error(): it reads UCX's global options, whose layout is this
      * build's, not necessarily the process's. One line, always shown. */
-    fprintf(stderr, "[%d] rc_gdr: %s\n", (int)getpid(), reason);
+    fprintf(stderr, "[%d] %s\n", (int)getpid(), reason);
     fflush(stderr);
 }
 
