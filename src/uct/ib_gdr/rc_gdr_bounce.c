@@ -1076,59 +1076,6 @@ uct_rc_gdr_bounce_serve_start(uct_rc_gdr_bounce_xfer_t *xfer)
  * Endpoint operations
  * ------------------------------------------------------------------------ */
 
-/* Whether local memory must be staged for the NIC in this direction: GPU
- * memory without a NIC key, or with one the gate keeps off this direction */
-static int uct_rc_gdr_bounce_local_staged(const uct_rc_gdr_md_t *md,
-                                          uct_mem_h memh, int is_put)
-{
-    uct_rc_gdr_dir_t dir = is_put ? UCT_RC_GDR_DIR_NIC_READS_GPU :
-                                    UCT_RC_GDR_DIR_NIC_WRITES_GPU;
-    const uct_rc_gdr_mr_t *mr;
-
-    if (memh == UCT_MEM_HANDLE_NULL) {
-        return 0;
-    }
-
-    mr = uct_rc_gdr_memh_mr(memh);
-    if (mr->gpu < 0) {
-        return 0;
-    }
-
-    return (mr->mr == NULL) ||
-           ((mr->gpu < md->num_gpus) &&
-            (md->gpus[mr->gpu].lane[dir] == UCT_RC_GDR_LANE_BOUNCE));
-}
-
-
-int uct_rc_gdr_bounce_is_needed(uct_rc_gdr_ep_t *ep, int is_put,
-                                const uct_iov_t *iov, size_t iovcnt,
-                                uct_rkey_t uct_rkey)
-{
-    uct_rc_gdr_iface_t *iface = ucs_derived_of(ep->super.super.iface,
-                                               uct_rc_gdr_iface_t);
-    uct_rc_gdr_md_t *md       = iface->bounce->md;
-    uct_rc_gdr_rkey_t rkey;
-    size_t i;
-
-    if (uct_rc_gdr_rkey_from_uct(uct_rkey, &rkey) != UCS_OK) {
-        return 0; /* the ordinary path reports it */
-    }
-
-    if (!uct_rc_gdr_rkey_nic_allows(&rkey, is_put)) {
-        return 1;
-    }
-
-    for (i = 0; i < iovcnt; ++i) {
-        if ((uct_iov_get_length(&iov[i]) > 0) &&
-            uct_rc_gdr_bounce_local_staged(md, iov[i].memh, is_put)) {
-            return 1;
-        }
-    }
-
-    return 0;
-}
-
-
 /* Whether the endpoint takes one more bounce transfer now; NO_RESOURCE is
  * back-pressure (pending), never a failure */
 static ucs_status_t uct_rc_gdr_bounce_admit(uct_rc_gdr_ep_t *ep,
@@ -1320,22 +1267,10 @@ err_free:
 }
 
 
-/* The rkey of a bounce operation, as rc_gdr packed it */
-static ucs_status_t uct_rc_gdr_bounce_rkey(uct_rkey_t uct_rkey,
-                                           uct_rc_gdr_rkey_t *rkey_p)
-{
-    if (uct_rc_gdr_rkey_from_uct(uct_rkey, rkey_p) != UCS_OK) {
-        ucs_error("rc_gdr: remote key 0x%" PRIx64 " was not unpacked by "
-                  "rc_gdr", (uint64_t)uct_rkey);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    return UCS_OK;
-}
-
-
 ucs_status_t uct_rc_gdr_bounce_zcopy(uct_rc_gdr_ep_t *ep, int is_put,
                                      const uct_iov_t *iov, size_t iovcnt,
-                                     uint64_t remote_addr, uct_rkey_t uct_rkey,
+                                     uint64_t remote_addr,
+                                     const uct_rc_gdr_rkey_t *rkey,
                                      uct_completion_t *comp)
 {
     uct_rc_gdr_iface_t *iface  = ucs_derived_of(ep->super.super.iface,
@@ -1343,15 +1278,9 @@ ucs_status_t uct_rc_gdr_bounce_zcopy(uct_rc_gdr_ep_t *ep, int is_put,
     const uct_iov_t *entry     = NULL;
     uct_rc_gdr_bounce_local_t local;
     uct_rc_gdr_bounce_ep_t *bep;
-    uct_rc_gdr_rkey_t rkey;
     const uct_rc_gdr_mr_t *mr;
     ucs_status_t status;
     size_t i;
-
-    status = uct_rc_gdr_bounce_rkey(uct_rkey, &rkey);
-    if (status != UCS_OK) {
-        return status;
-    }
 
     for (i = 0; i < iovcnt; ++i) {
         if (uct_iov_get_length(&iov[i]) == 0) {
@@ -1370,7 +1299,7 @@ ucs_status_t uct_rc_gdr_bounce_zcopy(uct_rc_gdr_ep_t *ep, int is_put,
     }
 
     status = uct_rc_gdr_bounce_admit(ep,
-                                     !uct_rc_gdr_rkey_nic_allows(&rkey, is_put),
+                                     !uct_rc_gdr_rkey_nic_allows(rkey, is_put),
                                      is_put, &bep);
     if (status != UCS_OK) {
         return status;
@@ -1379,16 +1308,17 @@ ucs_status_t uct_rc_gdr_bounce_zcopy(uct_rc_gdr_ep_t *ep, int is_put,
     memset(&local, 0, sizeof(local));
     local.local  = entry->buffer;
     local.length = uct_iov_get_length(entry);
-    local.staged = uct_rc_gdr_bounce_local_staged(iface->bounce->md,
-                                                  entry->memh, is_put);
     local.gpu    = -1;
     if (entry->memh != UCT_MEM_HANDLE_NULL) {
-        mr         = uct_rc_gdr_memh_mr(entry->memh);
-        local.gpu  = mr->gpu;
-        local.lkey = (local.staged || (mr->mr == NULL)) ? 0 : mr->mr->lkey;
+        mr           = uct_rc_gdr_memh_mr(entry->memh);
+        local.staged = uct_rc_gdr_bounce_mr_staged(iface->bounce->md, mr,
+                                                   is_put);
+        local.gpu    = mr->gpu;
+        local.lkey   = (local.staged || (mr->mr == NULL)) ? 0 :
+                       mr->mr->lkey;
     }
 
-    status = uct_rc_gdr_bounce_start(bep, is_put, &local, remote_addr, &rkey,
+    status = uct_rc_gdr_bounce_start(bep, is_put, &local, remote_addr, rkey,
                                      comp);
     return (status == UCS_OK) ? UCS_INPROGRESS : status;
 }
@@ -1423,22 +1353,13 @@ static ucs_status_t uct_rc_gdr_bounce_put_copy(uct_rc_gdr_ep_t *ep,
 ucs_status_t uct_rc_gdr_bounce_put_short(uct_rc_gdr_ep_t *ep,
                                          const void *buffer, unsigned length,
                                          uint64_t remote_addr,
-                                         uct_rkey_t uct_rkey)
+                                         const uct_rc_gdr_rkey_t *rkey)
 {
     uct_rc_gdr_bounce_ep_t *bep;
-    uct_rc_gdr_rkey_t rkey;
     ucs_status_t status;
     void *copy;
 
-    status = uct_rc_gdr_bounce_rkey(uct_rkey, &rkey);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    if (length == 0) {
-        return UCS_OK;
-    }
-
+    ucs_assert(length > 0); /* zero bytes go on the wire without a key */
     status = uct_rc_gdr_bounce_admit(ep, 1, 1, &bep);
     if (status != UCS_OK) {
         return status;
@@ -1453,26 +1374,21 @@ ucs_status_t uct_rc_gdr_bounce_put_short(uct_rc_gdr_ep_t *ep,
 
     memcpy(copy, buffer, length);
     return uct_rc_gdr_bounce_put_copy(ep, bep, copy, length, remote_addr,
-                                      &rkey);
+                                      rkey);
 }
 
 
 ssize_t uct_rc_gdr_bounce_put_bcopy(uct_rc_gdr_ep_t *ep,
                                     uct_pack_callback_t pack_cb, void *arg,
-                                    uint64_t remote_addr, uct_rkey_t uct_rkey)
+                                    uint64_t remote_addr,
+                                    const uct_rc_gdr_rkey_t *rkey)
 {
     uct_rc_gdr_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                uct_rc_gdr_iface_t);
     uct_rc_gdr_bounce_ep_t *bep;
-    uct_rc_gdr_rkey_t rkey;
     ucs_status_t status;
     size_t length;
     void *copy;
-
-    status = uct_rc_gdr_bounce_rkey(uct_rkey, &rkey);
-    if (status != UCS_OK) {
-        return status;
-    }
 
     status = uct_rc_gdr_bounce_admit(ep, 1, 1, &bep);
     if (status != UCS_OK) {
@@ -1493,7 +1409,7 @@ ssize_t uct_rc_gdr_bounce_put_bcopy(uct_rc_gdr_ep_t *ep,
     }
 
     status = uct_rc_gdr_bounce_put_copy(ep, bep, copy, length, remote_addr,
-                                        &rkey);
+                                        rkey);
     return (status == UCS_OK) ? (ssize_t)length : status;
 }
 
@@ -1502,23 +1418,14 @@ ucs_status_t uct_rc_gdr_bounce_get_bcopy(uct_rc_gdr_ep_t *ep,
                                          uct_unpack_callback_t unpack_cb,
                                          void *arg, size_t length,
                                          uint64_t remote_addr,
-                                         uct_rkey_t uct_rkey,
+                                         const uct_rc_gdr_rkey_t *rkey,
                                          uct_completion_t *comp)
 {
     uct_rc_gdr_bounce_local_t local;
     uct_rc_gdr_bounce_ep_t *bep;
-    uct_rc_gdr_rkey_t rkey;
     ucs_status_t status;
 
-    status = uct_rc_gdr_bounce_rkey(uct_rkey, &rkey);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    if (length == 0) {
-        return UCS_OK;
-    }
-
+    ucs_assert(length > 0); /* zero bytes go on the wire without a key */
     status = uct_rc_gdr_bounce_admit(ep, 1, 0, &bep);
     if (status != UCS_OK) {
         return status;
@@ -1538,7 +1445,7 @@ ucs_status_t uct_rc_gdr_bounce_get_bcopy(uct_rc_gdr_ep_t *ep,
         return UCS_ERR_NO_MEMORY;
     }
 
-    status = uct_rc_gdr_bounce_start(bep, 0, &local, remote_addr, &rkey,
+    status = uct_rc_gdr_bounce_start(bep, 0, &local, remote_addr, rkey,
                                      comp);
     if (status != UCS_OK) {
         ucs_free(local.owned);

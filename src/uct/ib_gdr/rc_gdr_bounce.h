@@ -32,6 +32,7 @@
 #define UCT_RC_GDR_BOUNCE_H_
 
 #include "rc_gdr_addr.h"
+#include "rc_gdr_md.h"
 
 #include <uct/api/uct.h>
 #include <ucs/config/parser.h>
@@ -102,34 +103,49 @@ void uct_rc_gdr_bounce_handle_msg(struct uct_rc_gdr_iface *iface,
  * Endpoint hooks
  */
 
-/** Whether a zcopy put (is_put) or get must take the bounce lane: the rkey
- *  has no NIC key, or a local iov entry is GPU memory the NIC may not
- *  access in that direction. */
-int uct_rc_gdr_bounce_is_needed(struct uct_rc_gdr_ep *ep, int is_put,
-                                const uct_iov_t *iov, size_t iovcnt,
-                                uct_rkey_t rkey);
+/** Whether local memory of this registration must be staged for the NIC
+ *  in this direction (a put makes the NIC read it, a get write it): GPU
+ *  memory without a NIC key, or with one that the gate keeps off that
+ *  direction. */
+static inline int uct_rc_gdr_bounce_mr_staged(const uct_rc_gdr_md_t *md,
+                                              const uct_rc_gdr_mr_t *mr,
+                                              int is_put)
+{
+    uct_rc_gdr_dir_t dir = is_put ? UCT_RC_GDR_DIR_NIC_READS_GPU :
+                                    UCT_RC_GDR_DIR_NIC_WRITES_GPU;
 
-/** put_zcopy / get_zcopy through the bounce lane. */
+    return (mr->gpu >= 0) &&
+           ((mr->mr == NULL) ||
+            ((mr->gpu < md->num_gpus) &&
+             (md->gpus[mr->gpu].lane[dir] == UCT_RC_GDR_LANE_BOUNCE)));
+}
+
+/** put_zcopy / get_zcopy through the bounce lane: the endpoint chose it
+ *  (uct_rc_gdr_ep_lane) for a non-empty transfer, with the remote key it
+ *  decoded. */
 ucs_status_t uct_rc_gdr_bounce_zcopy(struct uct_rc_gdr_ep *ep, int is_put,
                                      const uct_iov_t *iov, size_t iovcnt,
-                                     uint64_t remote_addr, uct_rkey_t rkey,
+                                     uint64_t remote_addr,
+                                     const uct_rc_gdr_rkey_t *rkey,
                                      uct_completion_t *comp);
 
 /** put_short / put_bcopy / get_bcopy to remote memory without a NIC key
- *  (the rkey lacks UCT_RC_GDR_RKEY_FLAG_NIC): the same semantics as on
- *  keyed memory; the data is copied into internal messages. */
+ *  (the decoded @a rkey lacks UCT_RC_GDR_RKEY_FLAG_NIC, or denies the
+ *  direction): the same semantics as on keyed memory; the data is copied
+ *  into internal messages. */
 ucs_status_t uct_rc_gdr_bounce_put_short(struct uct_rc_gdr_ep *ep,
                                          const void *buffer, unsigned length,
                                          uint64_t remote_addr,
-                                         uct_rkey_t rkey);
+                                         const uct_rc_gdr_rkey_t *rkey);
 ssize_t uct_rc_gdr_bounce_put_bcopy(struct uct_rc_gdr_ep *ep,
                                     uct_pack_callback_t pack_cb, void *arg,
-                                    uint64_t remote_addr, uct_rkey_t rkey);
+                                    uint64_t remote_addr,
+                                    const uct_rc_gdr_rkey_t *rkey);
 ucs_status_t uct_rc_gdr_bounce_get_bcopy(struct uct_rc_gdr_ep *ep,
                                          uct_unpack_callback_t unpack_cb,
                                          void *arg, size_t length,
                                          uint64_t remote_addr,
-                                         uct_rkey_t rkey,
+                                         const uct_rc_gdr_rkey_t *rkey,
                                          uct_completion_t *comp);
 
 /** The endpoint's flush, when the endpoint has bounce state: completes

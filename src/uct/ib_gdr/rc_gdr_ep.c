@@ -28,6 +28,12 @@ static inline uct_rc_gdr_iface_t *uct_rc_gdr_ep_iface(uct_rc_gdr_ep_t *ep)
 }
 
 
+static inline uct_rc_gdr_md_t *uct_rc_gdr_ep_md(uct_rc_gdr_ep_t *ep)
+{
+    return ucs_derived_of(uct_rc_gdr_ep_iface(ep)->super.md, uct_rc_gdr_md_t);
+}
+
+
 /* ------------------------------------------------------------------------
  * Resources and posting
  * ------------------------------------------------------------------------ */
@@ -199,38 +205,6 @@ static ucs_status_t uct_rc_gdr_ep_post_op(uct_rc_gdr_ep_t *ep,
 }
 
 
-/* The remote NIC key for writes (or reads) of @a length bytes;
- * UCS_ERR_UNSUPPORTED when the target's NIC may not be used for that access:
- * the bounce lane's case. A zero-length access touches no memory and needs
- * no key (UCT allows any rkey, UCT_INVALID_RKEY too; the NIC checks none,
- * IB C9-88): it still goes on the wire, so that it orders and reports like
- * any other operation (a flush after it finds a dead peer). */
-static ucs_status_t uct_rc_gdr_ep_remote_key(uct_rkey_t uct_rkey, int is_write,
-                                             size_t length,
-                                             uct_rc_gdr_rkey_t *rkey_p)
-{
-    uct_rc_gdr_rkey_t rkey;
-
-    if (ucs_unlikely(length == 0)) {
-        memset(rkey_p, 0, sizeof(*rkey_p));
-        return UCS_OK;
-    }
-
-    if (ucs_unlikely(uct_rc_gdr_rkey_from_uct(uct_rkey, &rkey) != UCS_OK)) {
-        ucs_error("rc_gdr: remote key 0x%" PRIx64 " was not unpacked by "
-                  "rc_gdr", (uint64_t)uct_rkey);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    if (ucs_unlikely(!uct_rc_gdr_rkey_nic_allows(&rkey, is_write))) {
-        return UCS_ERR_UNSUPPORTED;
-    }
-
-    *rkey_p = rkey;
-    return UCS_OK;
-}
-
-
 /*
  * After a write or atomic was posted: remember where the next flush must
  * read, when the knob or the target (its rkey flag) asks for a read
@@ -319,6 +293,101 @@ static uint32_t uct_rc_gdr_ep_take_imm(uct_rc_gdr_ep_t *ep, uint32_t bits)
 
 
 /* ------------------------------------------------------------------------
+ * The lane of an RMA: the NIC, or the bounce lane
+ * ------------------------------------------------------------------------ */
+
+typedef enum {
+    UCT_RC_GDR_EP_LANE_NIC,     /* the NIC moves it, with the decoded key */
+    UCT_RC_GDR_EP_LANE_BOUNCE,  /* the target's NIC may not: the bounce lane
+                                   (rc_gdr_bounce.h), with the decoded key */
+    UCT_RC_GDR_EP_LANE_BAD_KEY  /* not a key rc_gdr unpacked */
+} uct_rc_gdr_ep_lane_t;
+
+
+/*
+ * Decodes the remote key of one RMA, once, and says who moves its @a length
+ * bytes: the NIC, or, when the target's NIC may not write (or read) that
+ * memory, the bounce lane, which is handed the decoded key. A zero-length
+ * access touches no memory and needs no key (UCT allows any rkey,
+ * UCT_INVALID_RKEY too; the NIC checks none, IB C9-88): it still goes on the
+ * wire, so that it orders and reports like any other operation (a flush
+ * after it finds a dead peer).
+ */
+static UCS_F_ALWAYS_INLINE uct_rc_gdr_ep_lane_t
+uct_rc_gdr_ep_lane(uct_rkey_t uct_rkey, int is_write, size_t length,
+                   uct_rc_gdr_rkey_t *rkey_p)
+{
+    if (ucs_unlikely(length == 0)) {
+        rkey_p->rkey  = 0;
+        rkey_p->flags = 0;
+        return UCT_RC_GDR_EP_LANE_NIC;
+    }
+
+    if (ucs_unlikely(uct_rc_gdr_rkey_from_uct(uct_rkey, rkey_p) != UCS_OK)) {
+        return UCT_RC_GDR_EP_LANE_BAD_KEY;
+    }
+
+    return ucs_likely(uct_rc_gdr_rkey_nic_allows(rkey_p, is_write)) ?
+           UCT_RC_GDR_EP_LANE_NIC : UCT_RC_GDR_EP_LANE_BOUNCE;
+}
+
+
+static UCS_F_NOINLINE ucs_status_t
+uct_rc_gdr_ep_bad_key(uct_rkey_t uct_rkey)
+{
+    ucs_error("rc_gdr: remote key 0x%" PRIx64 " was not unpacked by rc_gdr",
+              (uint64_t)uct_rkey);
+    return UCS_ERR_INVALID_PARAM;
+}
+
+
+/*
+ * The local side of a zcopy RMA: one scatter/gather entry per non-empty iov
+ * entry, and whether any of them is GPU memory that the NIC may not access
+ * in this direction (rc_gdr_bounce.h): then the bounce lane stages it, and
+ * the entries made here are not used.
+ */
+static UCS_F_ALWAYS_INLINE size_t
+uct_rc_gdr_ep_rdma_sges(uct_rc_gdr_ep_t *ep, struct ibv_sge *sges,
+                        const uct_iov_t *iov, size_t iovcnt, int is_write,
+                        int *num_sge_p, int *staged_p)
+{
+    size_t total = 0;
+    int num_sge  = 0;
+    int staged   = 0;
+    const uct_rc_gdr_mr_t *mr;
+    size_t i, length;
+
+    for (i = 0; i < iovcnt; ++i) {
+        length = uct_iov_get_length(&iov[i]);
+        if (length == 0) {
+            continue;
+        }
+
+        sges[num_sge].addr   = (uintptr_t)iov[i].buffer;
+        sges[num_sge].length = length;
+        sges[num_sge].lkey   = 0;
+        if (iov[i].memh != UCT_MEM_HANDLE_NULL) {
+            mr = uct_rc_gdr_memh_mr(iov[i].memh);
+            if (ucs_unlikely(mr->gpu >= 0)) {
+                staged |= uct_rc_gdr_bounce_mr_staged(
+                                  uct_rc_gdr_ep_md(ep), mr, is_write);
+            }
+            if (ucs_likely(mr->mr != NULL)) {
+                sges[num_sge].lkey = mr->mr->lkey;
+            }
+        }
+        total += length;
+        ++num_sge;
+    }
+
+    *num_sge_p = num_sge;
+    *staged_p  = staged;
+    return total;
+}
+
+
+/* ------------------------------------------------------------------------
  * RMA
  * ------------------------------------------------------------------------ */
 
@@ -336,6 +405,87 @@ static void uct_rc_gdr_ep_wr_rdma(struct ibv_send_wr *wr,
 }
 
 
+/*
+ * put_zcopy and get_zcopy: lane, then post; the completion arrives through
+ * uct_rc_gdr_ep_send_completion() below.
+ */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_rc_gdr_ep_rdma_zcopy(uct_rc_gdr_ep_t *ep, enum ibv_wr_opcode opcode,
+                         const uct_iov_t *iov, size_t iovcnt,
+                         uint64_t remote_addr, uct_rkey_t rkey,
+                         uct_completion_t *comp)
+{
+    int is_write = (opcode == IBV_WR_RDMA_WRITE);
+    struct ibv_sge sges[UCT_RC_GDR_MAX_IOV];
+    uct_rc_gdr_rkey_t remote_key;
+    uct_rc_gdr_ep_lane_t lane;
+    struct ibv_send_wr wr;
+    uct_rc_gdr_op_t *op;
+    ucs_status_t status;
+    int num_sge, staged;
+    size_t length;
+
+    if (ucs_unlikely(iovcnt > UCT_RC_GDR_MAX_IOV)) {
+        ucs_error("rc_gdr: %zu iov entries, at most %d", iovcnt,
+                  UCT_RC_GDR_MAX_IOV);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    length = uct_rc_gdr_ep_rdma_sges(ep, sges, iov, iovcnt, is_write,
+                                     &num_sge, &staged);
+    lane   = uct_rc_gdr_ep_lane(rkey, is_write, length, &remote_key);
+    if (ucs_unlikely((lane != UCT_RC_GDR_EP_LANE_NIC) || staged)) {
+        if (lane == UCT_RC_GDR_EP_LANE_BAD_KEY) {
+            return uct_rc_gdr_ep_bad_key(rkey);
+        }
+        /* a side without a NIC key for this direction */
+        if (uct_rc_gdr_ep_behind_pending(ep)) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+        return uct_rc_gdr_bounce_zcopy(ep, is_write, iov, iovcnt, remote_addr,
+                                       &remote_key, comp);
+    }
+
+    status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_SEND, 0, &op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    op->comp = comp;
+    uct_rc_gdr_ep_wr_rdma(&wr, opcode, sges, num_sge, remote_addr,
+                          remote_key.rkey);
+    status = uct_rc_gdr_ep_post_op(ep, &wr, op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if (is_write) {
+        uct_rc_gdr_ep_flush_note_write(ep, &remote_key, remote_addr, length);
+    }
+    return UCS_INPROGRESS;
+}
+
+
+ucs_status_t uct_rc_gdr_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                     size_t iovcnt, uint64_t remote_addr,
+                                     uct_rkey_t rkey, uct_completion_t *comp)
+{
+    return uct_rc_gdr_ep_rdma_zcopy(ucs_derived_of(tl_ep, uct_rc_gdr_ep_t),
+                                    IBV_WR_RDMA_WRITE, iov, iovcnt,
+                                    remote_addr, rkey, comp);
+}
+
+
+ucs_status_t uct_rc_gdr_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                     size_t iovcnt, uint64_t remote_addr,
+                                     uct_rkey_t rkey, uct_completion_t *comp)
+{
+    return uct_rc_gdr_ep_rdma_zcopy(ucs_derived_of(tl_ep, uct_rc_gdr_ep_t),
+                                    IBV_WR_RDMA_READ, iov, iovcnt,
+                                    remote_addr, rkey, comp);
+}
+
+
 ucs_status_t uct_rc_gdr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
                                      unsigned length, uint64_t remote_addr,
                                      uct_rkey_t rkey)
@@ -343,6 +493,7 @@ ucs_status_t uct_rc_gdr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
     uct_rc_gdr_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
     uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
     uct_rc_gdr_rkey_t remote_key;
+    uct_rc_gdr_ep_lane_t lane;
     struct ibv_send_wr wr;
     struct ibv_sge sge;
     uct_rc_gdr_op_t *op;
@@ -354,16 +505,17 @@ ucs_status_t uct_rc_gdr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    status = uct_rc_gdr_ep_remote_key(rkey, 1, length, &remote_key);
-    if (ucs_unlikely(status == UCS_ERR_UNSUPPORTED)) {
+    lane = uct_rc_gdr_ep_lane(rkey, 1, length, &remote_key);
+    if (ucs_unlikely(lane != UCT_RC_GDR_EP_LANE_NIC)) {
+        if (lane == UCT_RC_GDR_EP_LANE_BAD_KEY) {
+            return uct_rc_gdr_ep_bad_key(rkey);
+        }
         /* no NIC key at the target: the bounce lane's messages */
         if (uct_rc_gdr_ep_behind_pending(ep)) {
             return UCS_ERR_NO_RESOURCE;
         }
         return uct_rc_gdr_bounce_put_short(ep, buffer, length, remote_addr,
-                                           rkey);
-    } else if (status != UCS_OK) {
-        return status;
+                                           &remote_key);
     }
 
     status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_SEND, 0, &op);
@@ -391,22 +543,22 @@ ssize_t uct_rc_gdr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
 {
     uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
     uct_rc_gdr_rkey_t remote_key;
-    ucs_status_t key_status;
+    uct_rc_gdr_ep_lane_t lane;
     struct ibv_send_wr wr;
     struct ibv_sge sge;
     uct_rc_gdr_op_t *op;
     ucs_status_t status;
     size_t length;
 
-    key_status = uct_rc_gdr_rkey_from_uct(rkey, &remote_key);
-    if (ucs_unlikely((key_status == UCS_OK) &&
-                     !uct_rc_gdr_rkey_nic_allows(&remote_key, 1))) {
+    /* The length is known only once packed: the lane of a non-empty put */
+    lane = uct_rc_gdr_ep_lane(rkey, 1, SIZE_MAX, &remote_key);
+    if (ucs_unlikely(lane == UCT_RC_GDR_EP_LANE_BOUNCE)) {
         /* no NIC key at the target: the bounce lane's messages */
         if (uct_rc_gdr_ep_behind_pending(ep)) {
             return UCS_ERR_NO_RESOURCE;
         }
         return uct_rc_gdr_bounce_put_bcopy(ep, pack_cb, arg, remote_addr,
-                                           rkey);
+                                           &remote_key);
     }
 
     status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_SEND, 1, &op);
@@ -414,15 +566,17 @@ ssize_t uct_rc_gdr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
         return status;
     }
 
-    length     = pack_cb(op->buf + 1, arg);
-    if (ucs_unlikely(key_status != UCS_OK)) {
-        /* The length is known only now: zero bytes need no key. */
-        status = uct_rc_gdr_ep_remote_key(rkey, 1, length, &remote_key);
-        if (status != UCS_OK) {
+    length = pack_cb(op->buf + 1, arg);
+    if (ucs_unlikely(lane == UCT_RC_GDR_EP_LANE_BAD_KEY)) {
+        /* zero bytes need no key */
+        if (length > 0) {
             uct_rc_gdr_ep_release_op(op);
-            return status;
+            return uct_rc_gdr_ep_bad_key(rkey);
         }
+        remote_key.rkey  = 0;
+        remote_key.flags = 0;
     }
+
     sge.addr   = (uintptr_t)(op->buf + 1);
     sge.length = length;
     sge.lkey   = op->buf->lkey;
@@ -438,89 +592,6 @@ ssize_t uct_rc_gdr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
 }
 
 
-static ucs_status_t uct_rc_gdr_ep_rdma_zcopy(uct_rc_gdr_ep_t *ep,
-                                             enum ibv_wr_opcode opcode,
-                                             const uct_iov_t *iov,
-                                             size_t iovcnt,
-                                             uint64_t remote_addr,
-                                             uct_rkey_t rkey,
-                                             uct_completion_t *comp)
-{
-    struct ibv_sge sges[UCT_RC_GDR_MAX_IOV];
-    uct_rc_gdr_rkey_t remote_key;
-    struct ibv_send_wr wr;
-    uct_rc_gdr_op_t *op;
-    ucs_status_t status;
-    size_t length;
-    int num_sge;
-
-    if (ucs_unlikely(iovcnt > UCT_RC_GDR_MAX_IOV)) {
-        ucs_error("rc_gdr: %zu iov entries, at most %d", iovcnt,
-                  UCT_RC_GDR_MAX_IOV);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    length = uct_iov_total_length(iov, iovcnt);
-
-    /* A side without a NIC key for this direction: the host bounce lane */
-    if (ucs_unlikely((length > 0) &&
-                     uct_rc_gdr_bounce_is_needed(ep,
-                                                 opcode == IBV_WR_RDMA_WRITE,
-                                                 iov, iovcnt, rkey))) {
-        if (uct_rc_gdr_ep_behind_pending(ep)) {
-            return UCS_ERR_NO_RESOURCE;
-        }
-        return uct_rc_gdr_bounce_zcopy(ep, opcode == IBV_WR_RDMA_WRITE, iov,
-                                       iovcnt, remote_addr, rkey, comp);
-    }
-
-    status = uct_rc_gdr_ep_remote_key(rkey, opcode == IBV_WR_RDMA_WRITE,
-                                      length, &remote_key);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_SEND, 0, &op);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    op->comp = comp;
-    uct_rc_gdr_ep_fill_sges(sges, iov, iovcnt, &num_sge);
-    uct_rc_gdr_ep_wr_rdma(&wr, opcode, sges, num_sge, remote_addr,
-                          remote_key.rkey);
-    status = uct_rc_gdr_ep_post_op(ep, &wr, op);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    if (opcode == IBV_WR_RDMA_WRITE) {
-        uct_rc_gdr_ep_flush_note_write(ep, &remote_key, remote_addr, length);
-    }
-    return UCS_INPROGRESS;
-}
-
-
-ucs_status_t uct_rc_gdr_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
-                                     size_t iovcnt, uint64_t remote_addr,
-                                     uct_rkey_t rkey, uct_completion_t *comp)
-{
-    return uct_rc_gdr_ep_rdma_zcopy(ucs_derived_of(tl_ep, uct_rc_gdr_ep_t),
-                                    IBV_WR_RDMA_WRITE, iov, iovcnt,
-                                    remote_addr, rkey, comp);
-}
-
-
-ucs_status_t uct_rc_gdr_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
-                                     size_t iovcnt, uint64_t remote_addr,
-                                     uct_rkey_t rkey, uct_completion_t *comp)
-{
-    return uct_rc_gdr_ep_rdma_zcopy(ucs_derived_of(tl_ep, uct_rc_gdr_ep_t),
-                                    IBV_WR_RDMA_READ, iov, iovcnt,
-                                    remote_addr, rkey, comp);
-}
-
-
 ucs_status_t uct_rc_gdr_ep_get_bcopy(uct_ep_h tl_ep,
                                      uct_unpack_callback_t unpack_cb,
                                      void *arg, size_t length,
@@ -530,6 +601,7 @@ ucs_status_t uct_rc_gdr_ep_get_bcopy(uct_ep_h tl_ep,
     uct_rc_gdr_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
     uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
     uct_rc_gdr_rkey_t remote_key;
+    uct_rc_gdr_ep_lane_t lane;
     struct ibv_send_wr wr;
     struct ibv_sge sge;
     uct_rc_gdr_op_t *op;
@@ -541,16 +613,17 @@ ucs_status_t uct_rc_gdr_ep_get_bcopy(uct_ep_h tl_ep,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    status = uct_rc_gdr_ep_remote_key(rkey, 0, length, &remote_key);
-    if (ucs_unlikely(status == UCS_ERR_UNSUPPORTED)) {
+    lane = uct_rc_gdr_ep_lane(rkey, 0, length, &remote_key);
+    if (ucs_unlikely(lane != UCT_RC_GDR_EP_LANE_NIC)) {
+        if (lane == UCT_RC_GDR_EP_LANE_BAD_KEY) {
+            return uct_rc_gdr_ep_bad_key(rkey);
+        }
         /* no NIC key at the target: the bounce lane's messages */
         if (uct_rc_gdr_ep_behind_pending(ep)) {
             return UCS_ERR_NO_RESOURCE;
         }
         return uct_rc_gdr_bounce_get_bcopy(ep, unpack_cb, arg, length,
-                                           remote_addr, rkey, comp);
-    } else if (status != UCS_OK) {
-        return status;
+                                           remote_addr, &remote_key, comp);
     }
 
     status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_GET_BCOPY, 1, &op);
@@ -799,6 +872,7 @@ static ucs_status_t uct_rc_gdr_ep_atomic(uct_rc_gdr_ep_t *ep,
                                          uct_completion_t *comp)
 {
     uct_rc_gdr_rkey_t remote_key;
+    uct_rc_gdr_ep_lane_t lane;
     struct ibv_send_wr wr;
     struct ibv_sge sge;
     uct_rc_gdr_op_t *op;
@@ -810,14 +884,14 @@ static ucs_status_t uct_rc_gdr_ep_atomic(uct_rc_gdr_ep_t *ep,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    /* An atomic reads and writes: both must be the NIC's to do. */
-    status = uct_rc_gdr_ep_remote_key(rkey, 1, sizeof(uint64_t), &remote_key);
-    if ((status == UCS_OK) &&
-        !uct_rc_gdr_rkey_nic_allows(&remote_key, 0)) {
-        status = UCS_ERR_UNSUPPORTED;
-    }
-    if (status != UCS_OK) {
-        return status;
+    /* An atomic reads and writes: both must be the NIC's to do; the bounce
+     * lane has none. */
+    lane = uct_rc_gdr_ep_lane(rkey, 1, sizeof(uint64_t), &remote_key);
+    if (ucs_unlikely(lane == UCT_RC_GDR_EP_LANE_BAD_KEY)) {
+        return uct_rc_gdr_ep_bad_key(rkey);
+    } else if (ucs_unlikely((lane == UCT_RC_GDR_EP_LANE_BOUNCE) ||
+                            !uct_rc_gdr_rkey_nic_allows(&remote_key, 0))) {
+        return UCS_ERR_UNSUPPORTED;
     }
 
     status = uct_rc_gdr_ep_start_op(ep, 0, (result == NULL) ?
