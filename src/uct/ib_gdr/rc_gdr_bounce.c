@@ -31,7 +31,7 @@
  */
 
 #include "rc_gdr_bounce.h"
-#include "rc_gdr_ep.h"
+#include "rc_gdr_ep.inl"
 #include "rc_gdr_stage.h"
 #include "rc_gdr_cuda.h"
 
@@ -608,15 +608,6 @@ static void uct_rc_gdr_bounce_wire_done(uct_completion_t *self)
 }
 
 
-static void uct_rc_gdr_bounce_op_release(uct_rc_gdr_op_t *op)
-{
-    if (op->buf != NULL) {
-        ucs_mpool_put_inline(op->buf);
-    }
-    ucs_mpool_put_inline(op);
-}
-
-
 /* Posts the next message of a unit: the header in a transmit buffer, the
  * payload from registered memory (or copied after the header) */
 static ucs_status_t
@@ -634,19 +625,12 @@ uct_rc_gdr_bounce_wire_post_msg(uct_rc_gdr_bounce_wire_t *wire)
     ucs_status_t status;
     int num_sge;
 
-    op = uct_rc_gdr_iface_get_op(iface);
-    if (op == NULL) {
-        return UCS_ERR_NO_RESOURCE;
+    status = uct_rc_gdr_ep_get_op(bep->ep, UCT_RC_GDR_OP_SEND, 1, &op);
+    if (status != UCS_OK) {
+        return status;
     }
 
-    op->type = UCT_RC_GDR_OP_SEND;
     op->comp = &wire->comp;
-    op->buf  = ucs_mpool_get_inline(&iface->tx_mp);
-    if (op->buf == NULL) {
-        uct_rc_gdr_bounce_op_release(op);
-        return UCS_ERR_NO_RESOURCE;
-    }
-
     hdr  = (uct_rc_gdr_bounce_hdr_t*)(op->buf + 1);
     *hdr = wire->hdr;
     switch (hdr->type) {
@@ -688,7 +672,7 @@ uct_rc_gdr_bounce_wire_post_msg(uct_rc_gdr_bounce_wire_t *wire)
     wr.num_sge = num_sge;
     status     = uct_rc_gdr_ep_post_bounce(bep->ep, &wr, op, NULL);
     if (status != UCS_OK) {
-        uct_rc_gdr_bounce_op_release(op);
+        uct_rc_gdr_ep_release_op(op);
         return status;
     }
 
@@ -907,27 +891,25 @@ uct_rc_gdr_bounce_post_rdma(uct_rc_gdr_bounce_xfer_t *xfer, unsigned chunk,
                             size_t offset)
 {
     uct_rc_gdr_bounce_ep_t *bep = xfer->bep;
-    uct_rc_gdr_iface_t *iface   = uct_rc_gdr_bounce_ep_iface(bep);
     uct_rc_gdr_bounce_wire_t *wire;
     struct ibv_send_wr wr;
     struct ibv_sge sge;
     uct_rc_gdr_op_t *op;
     ucs_status_t status;
 
-    op = uct_rc_gdr_iface_get_op(iface);
-    if (op == NULL) {
-        return UCS_ERR_NO_RESOURCE;
+    status = uct_rc_gdr_ep_get_op(bep->ep, UCT_RC_GDR_OP_SEND, 0, &op);
+    if (status != UCS_OK) {
+        return status;
     }
 
     wire = uct_rc_gdr_bounce_wire_new(bep, xfer,
                                       UCT_RC_GDR_BOUNCE_REPORT_STAGE, 0);
     if (wire == NULL) {
-        uct_rc_gdr_bounce_op_release(op);
+        uct_rc_gdr_ep_release_op(op);
         return UCS_ERR_NO_MEMORY;
     }
 
     wire->chunk = chunk;
-    op->type    = UCT_RC_GDR_OP_SEND;
     op->comp    = &wire->comp;
     sge.addr    = (uintptr_t)buf->addr;
     sge.length  = length;
@@ -941,7 +923,7 @@ uct_rc_gdr_bounce_post_rdma(uct_rc_gdr_bounce_xfer_t *xfer, unsigned chunk,
     wr.wr.rdma.rkey        = xfer->rkey.rkey;
     status = uct_rc_gdr_ep_post_bounce(bep->ep, &wr, op, &xfer->rkey);
     if (status != UCS_OK) {
-        uct_rc_gdr_bounce_op_release(op);
+        uct_rc_gdr_ep_release_op(op);
         uct_rc_gdr_bounce_wire_free(wire);
         return status;
     }

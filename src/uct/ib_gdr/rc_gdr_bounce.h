@@ -55,7 +55,6 @@
 
 struct uct_rc_gdr_iface;
 struct uct_rc_gdr_ep;
-struct uct_rc_gdr_op;
 
 typedef struct uct_rc_gdr_bounce_iface uct_rc_gdr_bounce_iface_t;
 typedef struct uct_rc_gdr_bounce_ep    uct_rc_gdr_bounce_ep_t;
@@ -164,24 +163,5 @@ int uct_rc_gdr_bounce_ep_blocked(struct uct_rc_gdr_ep *ep);
  *  its operations are released): transfers end without user callbacks,
  *  staging buffers go back to the pool. */
 void uct_rc_gdr_bounce_ep_cleanup(struct uct_rc_gdr_ep *ep);
-
-
-/*
- * Defined in rc_gdr_ep.c for this lane
- */
-
-/**
- * Post one work request of the bounce lane with the checks and accounting
- * of the UCT operations: a SEND_WITH_IMM gets the internal imm bit and the
- * credits owed, and consumes a credit; an RDMA WRITE is noted for the flush
- * (@a rkey). On failure nothing was posted and @a op still belongs to the
- * caller.
- *
- * @return UCS_OK, UCS_ERR_NO_RESOURCE, or the endpoint's error.
- */
-ucs_status_t uct_rc_gdr_ep_post_bounce(struct uct_rc_gdr_ep *ep,
-                                       struct ibv_send_wr *wr,
-                                       struct uct_rc_gdr_op *op,
-                                       const uct_rc_gdr_rkey_t *rkey);
 
 #endif

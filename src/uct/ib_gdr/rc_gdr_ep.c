@@ -1,20 +1,14 @@
 /*
- * rc_gdr endpoint: the UCT operations, read top-down as
- * check resources -> build the work request -> post -> complete.
+ * rc_gdr endpoint: the UCT operations. Each reads top-down as
+ * lane (NIC or bounce lane) -> resources and its turn -> work request ->
+ * post (rc_gdr_ep.inl) -> completion (uct_rc_gdr_ep_send_completion).
  */
 
-#include "rc_gdr_ep.h"
+#include "rc_gdr_ep.inl"
 #include "rc_gdr_addr.h"
-#include "rc_gdr_flush.h"
 
 #include <uct/base/uct_iov.inl>
-#include <ucs/datastruct/mpool.inl>
-#include <ucs/sys/math.h>
-#include <ucs/debug/log.h>
 #include <ucs/type/class.h>
-
-#include <arpa/inet.h>
-#include <string.h>
 
 
 #define UCT_RC_GDR_MIN_RNR_TIMER  12 /* 0.64 ms */
@@ -22,40 +16,9 @@
 #define UCT_RC_GDR_HOP_LIMIT      64
 
 
-static inline uct_rc_gdr_iface_t *uct_rc_gdr_ep_iface(uct_rc_gdr_ep_t *ep)
-{
-    return ucs_derived_of(ep->super.super.iface, uct_rc_gdr_iface_t);
-}
-
-
-static inline uct_rc_gdr_md_t *uct_rc_gdr_ep_md(uct_rc_gdr_ep_t *ep)
-{
-    return ucs_derived_of(uct_rc_gdr_ep_iface(ep)->super.md, uct_rc_gdr_md_t);
-}
-
-
 /* ------------------------------------------------------------------------
- * Resources and posting
+ * The turn and resources of a user's operation (posting: rc_gdr_ep.inl)
  * ------------------------------------------------------------------------ */
-
-static ucs_status_t uct_rc_gdr_ep_check_tx(uct_rc_gdr_ep_t *ep,
-                                           int needs_credit)
-{
-    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
-
-    if (ucs_unlikely(ep->flags & UCT_RC_GDR_EP_FLAG_FAILED)) {
-        return ep->status;
-    }
-
-    if (ucs_unlikely(!(ep->flags & UCT_RC_GDR_EP_FLAG_CONNECTED) ||
-                     (ep->sq_avail == 0) || (iface->tx_cq_avail == 0) ||
-                     (needs_credit && (ep->fc_credits <= 0)))) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    return UCS_OK;
-}
-
 
 /*
  * The check of an operation the user asked for: the resources, and its
@@ -82,84 +45,6 @@ uct_rc_gdr_ep_check_user_tx(uct_rc_gdr_ep_t *ep, int needs_credit)
 }
 
 
-static ucs_status_t uct_rc_gdr_ep_post(uct_rc_gdr_ep_t *ep,
-                                       struct ibv_send_wr *wr,
-                                       uct_rc_gdr_op_t *op)
-{
-    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
-    struct ibv_send_wr *bad_wr;
-    int ret;
-
-    /* Writes and sends nobody waits for report only every
-     * tx_cq_moderation-th time: that completion retires all before it. */
-    op->signaled   |= (op->comp != NULL) || (op->type != UCT_RC_GDR_OP_SEND) ||
-                      (ep->unsignaled + 1 >= iface->config.tx_cq_moderation);
-    wr->wr_id       = (uintptr_t)op;
-    wr->next        = NULL;
-    if (op->signaled) {
-        wr->send_flags |= IBV_SEND_SIGNALED;
-    }
-    if (ep->flags & UCT_RC_GDR_EP_FLAG_FENCE) {
-        /* Waits for the reads and atomics posted before the fence. */
-        wr->send_flags |= IBV_SEND_FENCE;
-    }
-
-    ret = ibv_post_send(ep->qp, wr, &bad_wr);
-    if (ucs_unlikely(ret != 0)) {
-        ucs_error("rc_gdr: ibv_post_send(QP 0x%x, opcode %d) failed: %s",
-                  ep->qp->qp_num, wr->opcode, strerror(ret));
-        return UCS_ERR_IO_ERROR;
-    }
-
-    ep->flags &= ~UCT_RC_GDR_EP_FLAG_FENCE;
-    ucs_queue_push(&ep->outstanding, &op->queue);
-    ++ep->num_outstanding;
-    --ep->sq_avail;
-    /* Every request may report (an error completion does even when not
-     * signaled): the completion queue is sized for all of them. */
-    --iface->tx_cq_avail;
-    ep->unsignaled = op->signaled ? 0 : (ep->unsignaled + 1);
-    ++iface->stats.tx_wrs;
-    return UCS_OK;
-}
-
-
-static void uct_rc_gdr_ep_release_op(uct_rc_gdr_op_t *op)
-{
-    if (op->buf != NULL) {
-        ucs_mpool_put_inline(op->buf);
-    }
-    ucs_mpool_put_inline(op);
-}
-
-
-/* Gets an operation descriptor, and a registered buffer when asked. */
-static ucs_status_t uct_rc_gdr_ep_get_op(uct_rc_gdr_ep_t *ep,
-                                         uct_rc_gdr_op_type_t type,
-                                         int with_buf, uct_rc_gdr_op_t **op_p)
-{
-    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
-    uct_rc_gdr_op_t *op;
-
-    op = uct_rc_gdr_iface_get_op(iface);
-    if (ucs_unlikely(op == NULL)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    op->type = type;
-    if (with_buf) {
-        op->buf = ucs_mpool_get_inline(&iface->tx_mp);
-        if (ucs_unlikely(op->buf == NULL)) {
-            ucs_mpool_put_inline(op);
-            return UCS_ERR_NO_RESOURCE;
-        }
-    }
-
-    *op_p = op;
-    return UCS_OK;
-}
-
-
 /* Resources for one more work request the user asked for, then its
  * descriptor. */
 static ucs_status_t
@@ -173,86 +58,6 @@ uct_rc_gdr_ep_start_op(uct_rc_gdr_ep_t *ep, int needs_credit,
         return status;
     }
     return uct_rc_gdr_ep_get_op(ep, type, with_buf, op_p);
-}
-
-
-/* The same for a work request of rc_gdr's own (no credit, no turn). */
-static ucs_status_t
-uct_rc_gdr_ep_start_internal_op(uct_rc_gdr_ep_t *ep,
-                                uct_rc_gdr_op_type_t type, int with_buf,
-                                uct_rc_gdr_op_t **op_p)
-{
-    ucs_status_t status = uct_rc_gdr_ep_check_tx(ep, 0);
-
-    if (status != UCS_OK) {
-        return status;
-    }
-    return uct_rc_gdr_ep_get_op(ep, type, with_buf, op_p);
-}
-
-
-/* Posts, or gives the descriptor back when the post fails. */
-static ucs_status_t uct_rc_gdr_ep_post_op(uct_rc_gdr_ep_t *ep,
-                                          struct ibv_send_wr *wr,
-                                          uct_rc_gdr_op_t *op)
-{
-    ucs_status_t status = uct_rc_gdr_ep_post(ep, wr, op);
-
-    if (ucs_unlikely(status != UCS_OK)) {
-        uct_rc_gdr_ep_release_op(op);
-    }
-    return status;
-}
-
-
-/*
- * After a write or atomic was posted: remember where the next flush must
- * read, when the knob or the target (its rkey flag) asks for a read
- * (rc_gdr_flush.h). One target per endpoint: the last one written that needs
- * the read. The NIC's read of that GPU's memory returns only after the
- * writes it placed there before (PCIe reads do not pass posted writes), so a
- * batch of puts into one GPU costs one read; writes into two GPUs behind one
- * endpoint between two flushes are made visible only in the last one.
- */
-static UCS_F_ALWAYS_INLINE void
-uct_rc_gdr_ep_flush_note_write(uct_rc_gdr_ep_t *ep,
-                               const uct_rc_gdr_rkey_t *rkey,
-                               uint64_t remote_addr, size_t length)
-{
-    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
-
-    if (length == 0) {
-        return; /* touched no memory */
-    }
-
-    if ((rkey->flags & UCT_RC_GDR_RKEY_FLAG_NO_READ) &&
-        !(rkey->flags & UCT_RC_GDR_RKEY_FLAG_FLUSH_READ)) {
-        /* The target's NIC may not read this memory, and its GPU does not
-         * need the read: "always" has nothing it may read here. */
-        return;
-    }
-
-    if (!uct_rc_gdr_flush_rkey_needs_read(iface->config.flush_mode,
-                                          rkey->flags)) {
-#if UCT_RC_GDR_HAVE_FLUSH_REMOTE
-        /* UCT_FLUSH_FLAG_REMOTE reads after any write; a target that needs
-         * the read for visibility keeps its place. */
-        ep->flags |= UCT_RC_GDR_EP_FLAG_WRITTEN;
-        if (ep->flags & UCT_RC_GDR_EP_FLAG_FLUSH_READ) {
-            return;
-        }
-#else
-        return;
-#endif
-    } else {
-        ep->flags |= UCT_RC_GDR_EP_FLAG_FLUSH_READ |
-                     UCT_RC_GDR_EP_FLAG_WRITTEN;
-    }
-
-    ep->flush.remote_addr = remote_addr;
-    ep->flush.rkey        = rkey->rkey;
-    ep->flush.length      = ucs_min(length,
-                                    (size_t)UCT_RC_GDR_FLUSH_READ_MAX);
 }
 
 
@@ -279,16 +84,6 @@ static size_t uct_rc_gdr_ep_fill_sges(struct ibv_sge *sges,
 
     *num_sge_p = num_sge;
     return total;
-}
-
-
-/* Immediate data of the next SEND: piggy-backs the credits we owe. */
-static uint32_t uct_rc_gdr_ep_take_imm(uct_rc_gdr_ep_t *ep, uint32_t bits)
-{
-    unsigned credits = ucs_min(ep->fc_to_return, UCT_RC_GDR_IMM_CREDITS_MAX);
-
-    ep->fc_to_return -= credits;
-    return htonl(bits | (credits << UCT_RC_GDR_IMM_CREDITS_SHIFT));
 }
 
 
@@ -831,7 +626,6 @@ static void uct_rc_gdr_ep_mark_idle(uct_rc_gdr_ep_t *ep)
 void uct_rc_gdr_ep_grant_credits(uct_rc_gdr_ep_t *ep)
 {
     uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
-    struct ibv_send_wr wr;
     uct_rc_gdr_op_t *op;
 
     if ((ep->fc_to_return < ucs_max(iface->config.fc_wnd_size / 2, 1u)) ||
@@ -845,10 +639,7 @@ void uct_rc_gdr_ep_grant_credits(uct_rc_gdr_ep_t *ep)
         return;
     }
 
-    memset(&wr, 0, sizeof(wr));
-    wr.opcode   = IBV_WR_SEND_WITH_IMM;
-    wr.imm_data = uct_rc_gdr_ep_take_imm(ep, UCT_RC_GDR_IMM_CREDIT_ONLY);
-    if (uct_rc_gdr_ep_post_op(ep, &wr, op) == UCS_OK) {
+    if (uct_rc_gdr_ep_post_credit(ep, op) == UCS_OK) {
         ++iface->stats.credit_grants;
     }
 }
@@ -1126,11 +917,9 @@ static void uct_rc_gdr_ep_move_to_error(uct_rc_gdr_ep_t *ep)
  * Flush, fence, pending, check
  * ------------------------------------------------------------------------ */
 
-/* A message that carries no data and no credit (the peer's receive queue
- * takes it like a credit return), posted to report a completion. */
+/* A credit-only message posted to report a completion. */
 static ucs_status_t uct_rc_gdr_ep_post_signaled_nop(uct_rc_gdr_ep_t *ep)
 {
-    struct ibv_send_wr wr;
     uct_rc_gdr_op_t *op;
     ucs_status_t status;
 
@@ -1140,10 +929,7 @@ static ucs_status_t uct_rc_gdr_ep_post_signaled_nop(uct_rc_gdr_ep_t *ep)
     }
 
     op->signaled = 1;
-    memset(&wr, 0, sizeof(wr));
-    wr.opcode    = IBV_WR_SEND_WITH_IMM;
-    wr.imm_data  = uct_rc_gdr_ep_take_imm(ep, UCT_RC_GDR_IMM_CREDIT_ONLY);
-    return uct_rc_gdr_ep_post_op(ep, &wr, op);
+    return uct_rc_gdr_ep_post_credit(ep, op);
 }
 
 
@@ -1408,7 +1194,6 @@ ucs_status_t uct_rc_gdr_ep_check(uct_ep_h tl_ep, unsigned flags,
                                  uct_completion_t *comp)
 {
     uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
-    struct ibv_send_wr wr;
     uct_rc_gdr_op_t *op;
 
     if ((ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) || (ep->num_outstanding > 0) ||
@@ -1418,17 +1203,13 @@ ucs_status_t uct_rc_gdr_ep_check(uct_ep_h tl_ep, unsigned flags,
         return UCS_OK;
     }
 
-    memset(&wr, 0, sizeof(wr));
-    wr.opcode   = IBV_WR_SEND_WITH_IMM;
-    wr.imm_data = uct_rc_gdr_ep_take_imm(ep, UCT_RC_GDR_IMM_CREDIT_ONLY);
-    return uct_rc_gdr_ep_post_op(ep, &wr, op);
+    return uct_rc_gdr_ep_post_credit(ep, op);
 }
 
 
 ucs_status_t uct_rc_gdr_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
 {
     uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
-    struct ibv_send_wr wr;
     uct_rc_gdr_op_t *op;
     ucs_status_t status;
 
@@ -1445,47 +1226,7 @@ ucs_status_t uct_rc_gdr_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
 
     uct_rc_gdr_ep_move_to_error(ep);
     uct_rc_gdr_ep_set_failed(ep, UCS_ERR_ENDPOINT_TIMEOUT);
-    memset(&wr, 0, sizeof(wr));
-    wr.opcode   = IBV_WR_SEND_WITH_IMM;
-    wr.imm_data = htonl(UCT_RC_GDR_IMM_CREDIT_ONLY);
-    return uct_rc_gdr_ep_post_op(ep, &wr, op);
-}
-
-
-/* ------------------------------------------------------------------------
- * The bounce lane's work requests (rc_gdr_bounce.c): see rc_gdr_bounce.h
- * ------------------------------------------------------------------------ */
-
-ucs_status_t uct_rc_gdr_ep_post_bounce(uct_rc_gdr_ep_t *ep,
-                                       struct ibv_send_wr *wr,
-                                       uct_rc_gdr_op_t *op,
-                                       const uct_rc_gdr_rkey_t *rkey)
-{
-    int is_msg = (wr->opcode == IBV_WR_SEND_WITH_IMM);
-    ucs_status_t status;
-
-    status = uct_rc_gdr_ep_check_tx(ep, is_msg);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    if (is_msg) {
-        wr->imm_data = uct_rc_gdr_ep_take_imm(ep, UCT_RC_GDR_IMM_INTERNAL);
-    }
-
-    op->internal = 1;
-    status       = uct_rc_gdr_ep_post(ep, wr, op);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    if (is_msg) {
-        --ep->fc_credits;
-    } else if (wr->opcode == IBV_WR_RDMA_WRITE) {
-        uct_rc_gdr_ep_flush_note_write(ep, rkey, wr->wr.rdma.remote_addr,
-                                       wr->sg_list[0].length);
-    }
-    return UCS_OK;
+    return uct_rc_gdr_ep_post_credit(ep, op);
 }
 
 

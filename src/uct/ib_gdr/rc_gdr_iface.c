@@ -281,20 +281,6 @@ ucs_status_t uct_rc_gdr_iface_stats_query(uct_iface_h tl_iface,
 }
 
 
-uct_rc_gdr_op_t *uct_rc_gdr_iface_get_op(uct_rc_gdr_iface_t *iface)
-{
-    uct_rc_gdr_op_t *op = ucs_mpool_get_inline(&iface->op_mp);
-
-    if (op != NULL) {
-        op->comp     = NULL;
-        op->buf      = NULL;
-        op->signaled = 0;
-        op->internal = 0;
-    }
-    return op;
-}
-
-
 static uct_rc_gdr_ep_t *uct_rc_gdr_iface_lookup_ep(uct_rc_gdr_iface_t *iface,
                                                   uint32_t qp_num)
 {
