@@ -20,10 +20,11 @@
  *                                  (uct_rc_gdr_md_bounce_target) and answers
  *                                  with an ACK (put) or with data (get)
  *
- * The wire format of the internal messages is in rc_gdr_bounce.c.
+ * The wire format of the internal messages is in rc_gdr_bounce_int.h.
  *
- * The endpoint and interface call the functions below at a few points (the
- * "hooks"); everything else of the lane lives in rc_gdr_bounce.c.
+ * The endpoint calls the functions below (the "hooks"), the interface only
+ * opens and closes the lane; everything else of the lane lives in
+ * rc_gdr_bounce*.c, over rc_gdr_bounce_int.h.
  *
  * See file LICENSE for terms.
  */
@@ -78,24 +79,16 @@ extern ucs_config_field_t uct_rc_gdr_bounce_config_table[];
  * Interface hooks
  */
 
-/** At interface open: checks the knobs; allocates no staging memory (the
- *  pool is made at the first transfer that needs it). */
+/** At interface open: checks the knobs and gives the interface the lane's
+ *  ops (uct_rc_gdr_iface_lane_ops_t: received internal messages, progress);
+ *  allocates no staging memory (the pool is made at the first transfer
+ *  that needs it). */
 ucs_status_t uct_rc_gdr_bounce_iface_init(struct uct_rc_gdr_iface *iface,
                                           const uct_rc_gdr_bounce_config_t
                                           *config);
 
 /** At interface close, after the zombie endpoints are freed. */
 void uct_rc_gdr_bounce_iface_cleanup(struct uct_rc_gdr_iface *iface);
-
-/** From the interface's progress: staging copies, queued messages, failed
- *  endpoints. @return how many things advanced. */
-unsigned uct_rc_gdr_bounce_progress(struct uct_rc_gdr_iface *iface);
-
-/** A received SEND with the internal imm bit: never the user's AM table.
- *  @a ep is NULL when the QP is unknown (the message is dropped). */
-void uct_rc_gdr_bounce_handle_msg(struct uct_rc_gdr_iface *iface,
-                                  struct uct_rc_gdr_ep *ep, const void *data,
-                                  size_t length);
 
 
 /*

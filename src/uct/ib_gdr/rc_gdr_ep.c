@@ -1188,22 +1188,11 @@ void uct_rc_gdr_ep_dispatch_pending(uct_rc_gdr_ep_t *ep)
 }
 
 
-/* Keepalive: a credit message with no credits. A dead peer never acknowledges
- * it, and the QP reports the failure after the configured timeout. */
+/* Keepalive (rc_gdr_ep.inl, uct_rc_gdr_ep_probe) */
 ucs_status_t uct_rc_gdr_ep_check(uct_ep_h tl_ep, unsigned flags,
                                  uct_completion_t *comp)
 {
-    uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
-    uct_rc_gdr_op_t *op;
-
-    if ((ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) || (ep->num_outstanding > 0) ||
-        (uct_rc_gdr_ep_start_internal_op(ep, UCT_RC_GDR_OP_SEND, 0, &op) !=
-         UCS_OK)) {
-        /* Outstanding work already probes the peer, or failure is known. */
-        return UCS_OK;
-    }
-
-    return uct_rc_gdr_ep_post_credit(ep, op);
+    return uct_rc_gdr_ep_probe(ucs_derived_of(tl_ep, uct_rc_gdr_ep_t));
 }
 
 

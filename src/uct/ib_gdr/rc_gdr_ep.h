@@ -14,7 +14,7 @@
  * with CREDIT_ONLY carries no AM and consumes no credit itself.
  */
 #define UCT_RC_GDR_IMM_AM_ID_MASK     UCS_MASK(UCT_RC_GDR_AM_ID_BITS)
-#define UCT_RC_GDR_IMM_INTERNAL       UCS_BIT(6) /* rc_gdr_bounce.c's own
+#define UCT_RC_GDR_IMM_INTERNAL       UCS_BIT(6) /* the bounce lane's own
                                                     message, not an AM */
 #define UCT_RC_GDR_IMM_CREDIT_ONLY    UCS_BIT(7)
 #define UCT_RC_GDR_IMM_CREDITS_SHIFT  8

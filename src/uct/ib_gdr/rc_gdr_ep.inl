@@ -6,7 +6,8 @@
  *   descriptor  uct_rc_gdr_ep_get_op, uct_rc_gdr_ep_release_op
  *   post        uct_rc_gdr_ep_post, uct_rc_gdr_ep_post_op
  *   messages    uct_rc_gdr_ep_take_imm, uct_rc_gdr_ep_post_credit (the one
- *               credit-only SEND), uct_rc_gdr_ep_post_bounce
+ *               credit-only SEND), uct_rc_gdr_ep_probe (keepalive),
+ *               uct_rc_gdr_ep_post_bounce
  *   flush       uct_rc_gdr_ep_flush_note_write
  *
  * Nothing here calls a user callback or decides a lane.
@@ -206,6 +207,24 @@ uct_rc_gdr_ep_post_credit(uct_rc_gdr_ep_t *ep, uct_rc_gdr_op_t *op)
     wr.opcode   = IBV_WR_SEND_WITH_IMM;
     wr.imm_data = uct_rc_gdr_ep_take_imm(ep, UCT_RC_GDR_IMM_CREDIT_ONLY);
     return uct_rc_gdr_ep_post_op(ep, &wr, op);
+}
+
+
+/* Keepalive: a credit-only message (with whatever credits are owed), unless
+ * work in flight already probes the peer, its failure is known, or there is
+ * no room (the caller probes again later). A dead peer never acknowledges
+ * it, and the QP reports the failure after the configured timeout. */
+static inline ucs_status_t uct_rc_gdr_ep_probe(uct_rc_gdr_ep_t *ep)
+{
+    uct_rc_gdr_op_t *op;
+
+    if ((ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) || (ep->num_outstanding > 0) ||
+        (uct_rc_gdr_ep_start_internal_op(ep, UCT_RC_GDR_OP_SEND, 0, &op) !=
+         UCS_OK)) {
+        return UCS_OK;
+    }
+
+    return uct_rc_gdr_ep_post_credit(ep, op);
 }
 
 

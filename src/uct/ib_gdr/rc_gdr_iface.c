@@ -380,7 +380,7 @@ static void uct_rc_gdr_iface_handle_recv(uct_rc_gdr_iface_t *iface,
     }
 
     if (imm & UCT_RC_GDR_IMM_INTERNAL) {
-        uct_rc_gdr_bounce_handle_msg(iface, ep, buf + 1, wc->byte_len);
+        iface->lane_ops->recv(iface, ep, buf + 1, wc->byte_len);
     } else {
         uct_iface_invoke_am(&iface->super, imm & UCT_RC_GDR_IMM_AM_ID_MASK,
                             buf + 1, wc->byte_len, 0);
@@ -438,7 +438,7 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
         }
     }
 
-    count += uct_rc_gdr_bounce_progress(iface);
+    count += iface->lane_ops->progress(iface);
 
     /* Not only after completions: a connection or credits can give an
      * endpoint resources back without one (a request queued before the

@@ -28,6 +28,22 @@
 
 
 typedef struct uct_rc_gdr_ep uct_rc_gdr_ep_t;
+typedef struct uct_rc_gdr_iface uct_rc_gdr_iface_t;
+
+
+/*
+ * What a lane of rc_gdr's own above the endpoints (the bounce lane,
+ * rc_gdr_bounce.h) gives the interface when it opens: the interface hands
+ * up received messages with the internal imm bit (never the user's AM
+ * table), and gives the lane a turn in each progress.
+ */
+typedef struct uct_rc_gdr_iface_lane_ops {
+    /* @a ep is NULL when the sending QP is unknown */
+    void     (*recv)(uct_rc_gdr_iface_t *iface, uct_rc_gdr_ep_t *ep,
+                     const void *data, size_t length);
+    /* @return how many things advanced */
+    unsigned (*progress)(uct_rc_gdr_iface_t *iface);
+} uct_rc_gdr_iface_lane_ops_t;
 
 
 typedef struct uct_rc_gdr_iface_config {
@@ -81,7 +97,7 @@ typedef struct uct_rc_gdr_iface_stats {
 } uct_rc_gdr_iface_stats_t;
 
 
-typedef struct uct_rc_gdr_iface {
+struct uct_rc_gdr_iface {
     uct_base_iface_t          super;
     uint8_t                   port_num;
     struct ibv_port_attr      port_attr;
@@ -119,8 +135,9 @@ typedef struct uct_rc_gdr_iface {
         uint8_t               flush_mode;    /* uct_rc_gdr_flush_mode_t */
     } config;
     uct_rc_gdr_iface_stats_t  stats;
-    uct_rc_gdr_bounce_iface_t *bounce;
-} uct_rc_gdr_iface_t;
+    uct_rc_gdr_bounce_iface_t *bounce;    /* the lane's state */
+    const uct_rc_gdr_iface_lane_ops_t *lane_ops; /* set by the lane */
+};
 
 
 UCS_CLASS_DECLARE_NEW_FUNC(uct_rc_gdr_iface_t, uct_iface_t, uct_md_h,
