@@ -49,10 +49,6 @@
 #define UCT_RC_GDR_BOUNCE_DEPTH_DEFAULT      "4"
 #define UCT_RC_GDR_BOUNCE_POOL_SIZE_DEFAULT  "32"
 
-/* A flush flag of rc_gdr's own (UCT's are the low bits): the endpoint's
- * flush without the bounce lane's part, which calls it. */
-#define UCT_RC_GDR_FLUSH_FLAG_NO_BOUNCE      UCS_BIT(31)
-
 
 struct uct_rc_gdr_iface;
 struct uct_rc_gdr_ep;
@@ -140,13 +136,21 @@ ucs_status_t uct_rc_gdr_bounce_get_bcopy(struct uct_rc_gdr_ep *ep,
                                          const uct_rc_gdr_rkey_t *rkey,
                                          uct_completion_t *comp);
 
-/** The endpoint's flush, when the endpoint has bounce state: completes
- *  after the endpoint's own flush (called with
- *  UCT_RC_GDR_FLUSH_FLAG_NO_BOUNCE) AND every bounce transfer started before
- *  it. */
+/** Whether bounce transfers started on the endpoint are still running: an
+ *  endpoint flush then also waits for them. */
+int uct_rc_gdr_bounce_ep_busy(struct uct_rc_gdr_ep *ep);
+
+/** The bounce lane's part of an endpoint flush (uct_rc_gdr_ep_flush, when
+ *  uct_rc_gdr_bounce_ep_busy): *comp_p, the flush's completion, is replaced
+ *  by one that waits for the transfers started before now and, with
+ *  @a own_part, to be completed once by the endpoint's own part; it then
+ *  completes the original (never before this returns, never after the
+ *  endpoint is destroyed).
+ *
+ *  @return UCS_OK, or UCS_ERR_NO_MEMORY with nothing changed. */
 ucs_status_t uct_rc_gdr_bounce_ep_flush(struct uct_rc_gdr_ep *ep,
-                                        unsigned flags,
-                                        uct_completion_t *comp);
+                                        int own_part,
+                                        uct_completion_t **comp_p);
 
 /** 1 when the last bounce operation was refused for the lane's own
  *  resources (staging buffers, message queue): pending_add must queue. */

@@ -585,30 +585,23 @@ void uct_rc_gdr_bounce_ep_check_flushes(uct_rc_gdr_bounce_ep_t *bep)
 }
 
 
+int uct_rc_gdr_bounce_ep_busy(uct_rc_gdr_ep_t *ep)
+{
+    return (ep->bounce != NULL) && !ucs_list_is_empty(&ep->bounce->xfers);
+}
+
+
 /*
- * The endpoint's flush, once it has bounce state. A flush with a completion
- * gets one of ours with two references: the endpoint's own flush (work
- * requests posted before it) and the barrier (bounce transfers started
- * before it, ACKs included); the user's completes when both are gone.
+ * The bounce lane's part of an endpoint flush: a barrier behind the
+ * transfers started before it (ACKs included), and a completion with one
+ * reference for the barrier and one for the endpoint's own part, if any;
+ * the user's completes when both are gone.
  */
-ucs_status_t uct_rc_gdr_bounce_ep_flush(uct_rc_gdr_ep_t *ep, unsigned flags,
-                                        uct_completion_t *comp)
+ucs_status_t uct_rc_gdr_bounce_ep_flush(uct_rc_gdr_ep_t *ep, int own_part,
+                                        uct_completion_t **comp_p)
 {
     uct_rc_gdr_bounce_ep_t *bep = ep->bounce;
     uct_rc_gdr_bounce_flush_t *flush;
-    ucs_status_t status;
-
-    flags |= UCT_RC_GDR_FLUSH_FLAG_NO_BOUNCE;
-    if ((bep == NULL) || ucs_list_is_empty(&bep->xfers)) {
-        return uct_rc_gdr_ep_flush(&ep->super.super, flags, comp);
-    }
-
-    if (comp == NULL) {
-        if (flags & UCT_FLUSH_FLAG_CANCEL) {
-            uct_rc_gdr_ep_flush(&ep->super.super, flags, NULL);
-        }
-        return UCS_INPROGRESS;
-    }
 
     flush = ucs_malloc(sizeof(*flush), "rc_gdr_bounce_flush");
     if (flush == NULL) {
@@ -617,24 +610,15 @@ ucs_status_t uct_rc_gdr_bounce_ep_flush(uct_rc_gdr_ep_t *ep, unsigned flags,
     }
 
     flush->comp.func      = uct_rc_gdr_bounce_flush_done;
-    flush->comp.count     = 2;
+    flush->comp.count     = own_part ? 2 : 1;
     flush->comp.status    = UCS_OK;
     flush->bep            = bep;
-    flush->user           = comp;
+    flush->user           = *comp_p;
     flush->seq            = bep->next_seq;
     flush->barrier_passed = 0;
-
-    /* never completes the given completion before it returns */
-    status = uct_rc_gdr_ep_flush(&ep->super.super, flags, &flush->comp);
-    if (status == UCS_OK) {
-        --flush->comp.count; /* nothing of the endpoint's own to wait for */
-    } else if (status != UCS_INPROGRESS) {
-        ucs_free(flush);
-        return status;
-    }
-
     ucs_list_add_tail(&bep->flushes, &flush->list);
-    return UCS_INPROGRESS;
+    *comp_p = &flush->comp;
+    return UCS_OK;
 }
 
 

@@ -1019,7 +1019,9 @@ static ucs_status_t uct_rc_gdr_ep_flush_post_read(uct_rc_gdr_ep_t *ep)
 /*
  * Completes when every operation posted before it has, and, when writes
  * since the last flush need it, after one RDMA READ posted here (whatever
- * the flags: UCP flushes with LOCAL). Without the resources for the read the
+ * the flags: UCP flushes with LOCAL); on an endpoint with bounce transfers
+ * in progress, also after those started before it (the bounce lane adds its
+ * part: uct_rc_gdr_bounce_ep_flush). Without the resources for the read the
  * flush returns NO_RESOURCE, changes nothing, and is retried by the caller.
  */
 ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
@@ -1028,13 +1030,7 @@ ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
     uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
     uct_rc_gdr_op_t *op = NULL;
     ucs_status_t status;
-    int read;
-
-    if (ucs_unlikely(ep->bounce != NULL) &&
-        !(flags & UCT_RC_GDR_FLUSH_FLAG_NO_BOUNCE)) {
-        /* also waits for the bounce transfers, and calls back here */
-        return uct_rc_gdr_bounce_ep_flush(ep, flags, comp);
-    }
+    int read, bounce;
 
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
         status = uct_rc_gdr_ep_cancel(ep);
@@ -1043,8 +1039,10 @@ ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
         }
     }
 
-    read = uct_rc_gdr_ep_flush_wants_read(ep, flags);
-    if ((ep->num_outstanding == 0) && !read) {
+    read   = uct_rc_gdr_ep_flush_wants_read(ep, flags);
+    bounce = ucs_unlikely(ep->bounce != NULL) &&
+             uct_rc_gdr_bounce_ep_busy(ep);
+    if ((ep->num_outstanding == 0) && !read && !bounce) {
         return UCS_OK;
     }
 
@@ -1066,8 +1064,6 @@ ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
         if (status != UCS_OK) {
             return status;
         }
-        op->comp     = comp;
-        op->internal = !!(flags & UCT_RC_GDR_FLUSH_FLAG_NO_BOUNCE);
     }
 
     if (read) {
@@ -1080,9 +1076,29 @@ ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
         }
     }
 
-    if (op != NULL) {
-        ucs_queue_push(&ep->outstanding, &op->queue);
+    if (op == NULL) {
+        return UCS_INPROGRESS; /* the caller flushes again */
     }
+
+    if (ucs_unlikely(bounce)) {
+        /* The completion that waits for the bounce transfers too, and then
+         * completes the user's. Should it fail, a read posted above stays
+         * queued: the next flush waits for it all the same. */
+        status = uct_rc_gdr_bounce_ep_flush(ep, ep->num_outstanding > 0,
+                                            &comp);
+        if (status != UCS_OK) {
+            uct_rc_gdr_ep_release_op(op);
+            return status;
+        }
+        op->internal = 1;
+        if (ep->num_outstanding == 0) {
+            uct_rc_gdr_ep_release_op(op); /* the bounce part alone */
+            return UCS_INPROGRESS;
+        }
+    }
+
+    op->comp = comp;
+    ucs_queue_push(&ep->outstanding, &op->queue);
     return UCS_INPROGRESS;
 }
 
