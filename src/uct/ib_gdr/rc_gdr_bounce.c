@@ -8,6 +8,10 @@
  * See file LICENSE for terms.
  */
 
+#ifdef HAVE_CONFIG_H
+#  include "config.h" /* UCX's: its log level, assertions */
+#endif
+
 #include "rc_gdr_bounce_int.h"
 
 #include <ucs/debug/log.h>

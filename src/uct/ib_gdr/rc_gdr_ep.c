@@ -4,6 +4,10 @@
  * post (rc_gdr_ep.inl) -> completion (uct_rc_gdr_ep_send_completion).
  */
 
+#ifdef HAVE_CONFIG_H
+#  include "config.h" /* UCX's: its log level, assertions */
+#endif
+
 #include "rc_gdr_ep.inl"
 #include "rc_gdr_addr.h"
 

@@ -4,7 +4,8 @@
  *
  *   resources   uct_rc_gdr_ep_check_tx, uct_rc_gdr_ep_start_internal_op
  *   descriptor  uct_rc_gdr_ep_get_op, uct_rc_gdr_ep_release_op
- *   post        uct_rc_gdr_ep_post, uct_rc_gdr_ep_post_op
+ *   post        uct_rc_gdr_ep_post (traced: rc_gdr_trace.h),
+ *               uct_rc_gdr_ep_post_op
  *   messages    uct_rc_gdr_ep_take_imm, uct_rc_gdr_ep_post_credit (the one
  *               credit-only SEND), uct_rc_gdr_ep_probe (keepalive),
  *               uct_rc_gdr_ep_post_bounce
@@ -18,6 +19,7 @@
 
 #include "rc_gdr_ep.h"
 #include "rc_gdr_flush.h"
+#include "rc_gdr_trace.h"
 
 #include <ucs/datastruct/mpool.inl>
 #include <ucs/debug/log.h>
@@ -146,6 +148,7 @@ static inline ucs_status_t uct_rc_gdr_ep_post(uct_rc_gdr_ep_t *ep,
         wr->send_flags |= IBV_SEND_FENCE;
     }
 
+    uct_rc_gdr_trace_post_send(ep->qp->qp_num, wr);
     ret = ibv_post_send(ep->qp, wr, &bad_wr);
     if (ucs_unlikely(ret != 0)) {
         ucs_error("rc_gdr: ibv_post_send(QP 0x%x, opcode %d) failed: %s",

@@ -3,6 +3,10 @@
  * progress and the attributes UCP chooses protocols by.
  */
 
+#ifdef HAVE_CONFIG_H
+#  include "config.h" /* UCX's: its log level, assertions */
+#endif
+
 #include "rc_gdr_iface.h"
 #include "rc_gdr_ep.h"
 #include "rc_gdr_addr.h"
