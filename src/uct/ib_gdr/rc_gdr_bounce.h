@@ -20,10 +20,11 @@
  *                                  (uct_rc_gdr_md_bounce_target) and answers
  *                                  with an ACK (put) or with data (get)
  *
- * The wire format of the internal messages is in rc_gdr_bounce.c.
+ * The wire format of the internal messages is in rc_gdr_bounce_int.h.
  *
- * The endpoint and interface call the functions below at a few points (the
- * "hooks"); everything else of the lane lives in rc_gdr_bounce.c.
+ * The endpoint calls the functions below (the "hooks"), the interface only
+ * opens and closes the lane; everything else of the lane lives in
+ * rc_gdr_bounce*.c, over rc_gdr_bounce_int.h.
  *
  * See file LICENSE for terms.
  */
@@ -32,6 +33,7 @@
 #define UCT_RC_GDR_BOUNCE_H_
 
 #include "rc_gdr_addr.h"
+#include "rc_gdr_md.h"
 
 #include <uct/api/uct.h>
 #include <ucs/config/parser.h>
@@ -47,14 +49,9 @@
 #define UCT_RC_GDR_BOUNCE_DEPTH_DEFAULT      "4"
 #define UCT_RC_GDR_BOUNCE_POOL_SIZE_DEFAULT  "32"
 
-/* A flush flag of rc_gdr's own (UCT's are the low bits): the endpoint's
- * flush without the bounce lane's part, which calls it. */
-#define UCT_RC_GDR_FLUSH_FLAG_NO_BOUNCE      UCS_BIT(31)
-
 
 struct uct_rc_gdr_iface;
 struct uct_rc_gdr_ep;
-struct uct_rc_gdr_op;
 
 typedef struct uct_rc_gdr_bounce_iface uct_rc_gdr_bounce_iface_t;
 typedef struct uct_rc_gdr_bounce_ep    uct_rc_gdr_bounce_ep_t;
@@ -78,8 +75,10 @@ extern ucs_config_field_t uct_rc_gdr_bounce_config_table[];
  * Interface hooks
  */
 
-/** At interface open: checks the knobs; allocates no staging memory (the
- *  pool is made at the first transfer that needs it). */
+/** At interface open: checks the knobs and gives the interface the lane's
+ *  ops (uct_rc_gdr_iface_lane_ops_t: received internal messages, progress);
+ *  allocates no staging memory (the pool is made at the first transfer
+ *  that needs it). */
 ucs_status_t uct_rc_gdr_bounce_iface_init(struct uct_rc_gdr_iface *iface,
                                           const uct_rc_gdr_bounce_config_t
                                           *config);
@@ -87,58 +86,71 @@ ucs_status_t uct_rc_gdr_bounce_iface_init(struct uct_rc_gdr_iface *iface,
 /** At interface close, after the zombie endpoints are freed. */
 void uct_rc_gdr_bounce_iface_cleanup(struct uct_rc_gdr_iface *iface);
 
-/** From the interface's progress: staging copies, queued messages, failed
- *  endpoints. @return how many things advanced. */
-unsigned uct_rc_gdr_bounce_progress(struct uct_rc_gdr_iface *iface);
-
-/** A received SEND with the internal imm bit: never the user's AM table.
- *  @a ep is NULL when the QP is unknown (the message is dropped). */
-void uct_rc_gdr_bounce_handle_msg(struct uct_rc_gdr_iface *iface,
-                                  struct uct_rc_gdr_ep *ep, const void *data,
-                                  size_t length);
-
 
 /*
  * Endpoint hooks
  */
 
-/** Whether a zcopy put (is_put) or get must take the bounce lane: the rkey
- *  has no NIC key, or a local iov entry is GPU memory the NIC may not
- *  access in that direction. */
-int uct_rc_gdr_bounce_is_needed(struct uct_rc_gdr_ep *ep, int is_put,
-                                const uct_iov_t *iov, size_t iovcnt,
-                                uct_rkey_t rkey);
+/** Whether local memory of this registration must be staged for the NIC
+ *  in this direction (a put makes the NIC read it, a get write it): GPU
+ *  memory without a NIC key, or with one that the gate keeps off that
+ *  direction. */
+static inline int uct_rc_gdr_bounce_mr_staged(const uct_rc_gdr_md_t *md,
+                                              const uct_rc_gdr_mr_t *mr,
+                                              int is_put)
+{
+    uct_rc_gdr_dir_t dir = is_put ? UCT_RC_GDR_DIR_NIC_READS_GPU :
+                                    UCT_RC_GDR_DIR_NIC_WRITES_GPU;
 
-/** put_zcopy / get_zcopy through the bounce lane. */
+    return (mr->gpu >= 0) &&
+           ((mr->mr == NULL) ||
+            ((mr->gpu < md->num_gpus) &&
+             (md->gpus[mr->gpu].lane[dir] == UCT_RC_GDR_LANE_BOUNCE)));
+}
+
+/** put_zcopy / get_zcopy through the bounce lane: the endpoint chose it
+ *  (uct_rc_gdr_ep_lane) for a non-empty transfer, with the remote key it
+ *  decoded. */
 ucs_status_t uct_rc_gdr_bounce_zcopy(struct uct_rc_gdr_ep *ep, int is_put,
                                      const uct_iov_t *iov, size_t iovcnt,
-                                     uint64_t remote_addr, uct_rkey_t rkey,
+                                     uint64_t remote_addr,
+                                     const uct_rc_gdr_rkey_t *rkey,
                                      uct_completion_t *comp);
 
 /** put_short / put_bcopy / get_bcopy to remote memory without a NIC key
- *  (the rkey lacks UCT_RC_GDR_RKEY_FLAG_NIC): the same semantics as on
- *  keyed memory; the data is copied into internal messages. */
+ *  (the decoded @a rkey lacks UCT_RC_GDR_RKEY_FLAG_NIC, or denies the
+ *  direction): the same semantics as on keyed memory; the data is copied
+ *  into internal messages. */
 ucs_status_t uct_rc_gdr_bounce_put_short(struct uct_rc_gdr_ep *ep,
                                          const void *buffer, unsigned length,
                                          uint64_t remote_addr,
-                                         uct_rkey_t rkey);
+                                         const uct_rc_gdr_rkey_t *rkey);
 ssize_t uct_rc_gdr_bounce_put_bcopy(struct uct_rc_gdr_ep *ep,
                                     uct_pack_callback_t pack_cb, void *arg,
-                                    uint64_t remote_addr, uct_rkey_t rkey);
+                                    uint64_t remote_addr,
+                                    const uct_rc_gdr_rkey_t *rkey);
 ucs_status_t uct_rc_gdr_bounce_get_bcopy(struct uct_rc_gdr_ep *ep,
                                          uct_unpack_callback_t unpack_cb,
                                          void *arg, size_t length,
                                          uint64_t remote_addr,
-                                         uct_rkey_t rkey,
+                                         const uct_rc_gdr_rkey_t *rkey,
                                          uct_completion_t *comp);
 
-/** The endpoint's flush, when the endpoint has bounce state: completes
- *  after the endpoint's own flush (called with
- *  UCT_RC_GDR_FLUSH_FLAG_NO_BOUNCE) AND every bounce transfer started before
- *  it. */
+/** Whether bounce transfers started on the endpoint are still running: an
+ *  endpoint flush then also waits for them. */
+int uct_rc_gdr_bounce_ep_busy(struct uct_rc_gdr_ep *ep);
+
+/** The bounce lane's part of an endpoint flush (uct_rc_gdr_ep_flush, when
+ *  uct_rc_gdr_bounce_ep_busy): *comp_p, the flush's completion, is replaced
+ *  by one that waits for the transfers started before now and, with
+ *  @a own_part, to be completed once by the endpoint's own part; it then
+ *  completes the original (never before this returns, never after the
+ *  endpoint is destroyed).
+ *
+ *  @return UCS_OK, or UCS_ERR_NO_MEMORY with nothing changed. */
 ucs_status_t uct_rc_gdr_bounce_ep_flush(struct uct_rc_gdr_ep *ep,
-                                        unsigned flags,
-                                        uct_completion_t *comp);
+                                        int own_part,
+                                        uct_completion_t **comp_p);
 
 /** 1 when the last bounce operation was refused for the lane's own
  *  resources (staging buffers, message queue): pending_add must queue. */
@@ -148,24 +160,5 @@ int uct_rc_gdr_bounce_ep_blocked(struct uct_rc_gdr_ep *ep);
  *  its operations are released): transfers end without user callbacks,
  *  staging buffers go back to the pool. */
 void uct_rc_gdr_bounce_ep_cleanup(struct uct_rc_gdr_ep *ep);
-
-
-/*
- * Defined in rc_gdr_ep.c for this lane
- */
-
-/**
- * Post one work request of the bounce lane with the checks and accounting
- * of the UCT operations: a SEND_WITH_IMM gets the internal imm bit and the
- * credits owed, and consumes a credit; an RDMA WRITE is noted for the flush
- * (@a rkey). On failure nothing was posted and @a op still belongs to the
- * caller.
- *
- * @return UCS_OK, UCS_ERR_NO_RESOURCE, or the endpoint's error.
- */
-ucs_status_t uct_rc_gdr_ep_post_bounce(struct uct_rc_gdr_ep *ep,
-                                       struct ibv_send_wr *wr,
-                                       struct uct_rc_gdr_op *op,
-                                       const uct_rc_gdr_rkey_t *rkey);
 
 #endif

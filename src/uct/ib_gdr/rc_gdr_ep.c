@@ -1,20 +1,18 @@
 /*
- * rc_gdr endpoint: the UCT operations, read top-down as
- * check resources -> build the work request -> post -> complete.
+ * rc_gdr endpoint: the UCT operations. Each reads top-down as
+ * lane (NIC or bounce lane) -> resources and its turn -> work request ->
+ * post (rc_gdr_ep.inl) -> completion (uct_rc_gdr_ep_send_completion).
  */
 
-#include "rc_gdr_ep.h"
+#ifdef HAVE_CONFIG_H
+#  include "config.h" /* UCX's: its log level, assertions */
+#endif
+
+#include "rc_gdr_ep.inl"
 #include "rc_gdr_addr.h"
-#include "rc_gdr_flush.h"
 
 #include <uct/base/uct_iov.inl>
-#include <ucs/datastruct/mpool.inl>
-#include <ucs/sys/math.h>
-#include <ucs/debug/log.h>
 #include <ucs/type/class.h>
-
-#include <arpa/inet.h>
-#include <string.h>
 
 
 #define UCT_RC_GDR_MIN_RNR_TIMER  12 /* 0.64 ms */
@@ -22,34 +20,9 @@
 #define UCT_RC_GDR_HOP_LIMIT      64
 
 
-static inline uct_rc_gdr_iface_t *uct_rc_gdr_ep_iface(uct_rc_gdr_ep_t *ep)
-{
-    return ucs_derived_of(ep->super.super.iface, uct_rc_gdr_iface_t);
-}
-
-
 /* ------------------------------------------------------------------------
- * Resources and posting
+ * The turn and resources of a user's operation (posting: rc_gdr_ep.inl)
  * ------------------------------------------------------------------------ */
-
-static ucs_status_t uct_rc_gdr_ep_check_tx(uct_rc_gdr_ep_t *ep,
-                                           int needs_credit)
-{
-    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
-
-    if (ucs_unlikely(ep->flags & UCT_RC_GDR_EP_FLAG_FAILED)) {
-        return ep->status;
-    }
-
-    if (ucs_unlikely(!(ep->flags & UCT_RC_GDR_EP_FLAG_CONNECTED) ||
-                     (ep->sq_avail == 0) || (iface->tx_cq_avail == 0) ||
-                     (needs_credit && (ep->fc_credits <= 0)))) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    return UCS_OK;
-}
-
 
 /*
  * The check of an operation the user asked for: the resources, and its
@@ -76,84 +49,6 @@ uct_rc_gdr_ep_check_user_tx(uct_rc_gdr_ep_t *ep, int needs_credit)
 }
 
 
-static ucs_status_t uct_rc_gdr_ep_post(uct_rc_gdr_ep_t *ep,
-                                       struct ibv_send_wr *wr,
-                                       uct_rc_gdr_op_t *op)
-{
-    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
-    struct ibv_send_wr *bad_wr;
-    int ret;
-
-    /* Writes and sends nobody waits for report only every
-     * tx_cq_moderation-th time: that completion retires all before it. */
-    op->signaled   |= (op->comp != NULL) || (op->type != UCT_RC_GDR_OP_SEND) ||
-                      (ep->unsignaled + 1 >= iface->config.tx_cq_moderation);
-    wr->wr_id       = (uintptr_t)op;
-    wr->next        = NULL;
-    if (op->signaled) {
-        wr->send_flags |= IBV_SEND_SIGNALED;
-    }
-    if (ep->flags & UCT_RC_GDR_EP_FLAG_FENCE) {
-        /* Waits for the reads and atomics posted before the fence. */
-        wr->send_flags |= IBV_SEND_FENCE;
-    }
-
-    ret = ibv_post_send(ep->qp, wr, &bad_wr);
-    if (ucs_unlikely(ret != 0)) {
-        ucs_error("rc_gdr: ibv_post_send(QP 0x%x, opcode %d) failed: %s",
-                  ep->qp->qp_num, wr->opcode, strerror(ret));
-        return UCS_ERR_IO_ERROR;
-    }
-
-    ep->flags &= ~UCT_RC_GDR_EP_FLAG_FENCE;
-    ucs_queue_push(&ep->outstanding, &op->queue);
-    ++ep->num_outstanding;
-    --ep->sq_avail;
-    /* Every request may report (an error completion does even when not
-     * signaled): the completion queue is sized for all of them. */
-    --iface->tx_cq_avail;
-    ep->unsignaled = op->signaled ? 0 : (ep->unsignaled + 1);
-    ++iface->stats.tx_wrs;
-    return UCS_OK;
-}
-
-
-static void uct_rc_gdr_ep_release_op(uct_rc_gdr_op_t *op)
-{
-    if (op->buf != NULL) {
-        ucs_mpool_put_inline(op->buf);
-    }
-    ucs_mpool_put_inline(op);
-}
-
-
-/* Gets an operation descriptor, and a registered buffer when asked. */
-static ucs_status_t uct_rc_gdr_ep_get_op(uct_rc_gdr_ep_t *ep,
-                                         uct_rc_gdr_op_type_t type,
-                                         int with_buf, uct_rc_gdr_op_t **op_p)
-{
-    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
-    uct_rc_gdr_op_t *op;
-
-    op = uct_rc_gdr_iface_get_op(iface);
-    if (ucs_unlikely(op == NULL)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    op->type = type;
-    if (with_buf) {
-        op->buf = ucs_mpool_get_inline(&iface->tx_mp);
-        if (ucs_unlikely(op->buf == NULL)) {
-            ucs_mpool_put_inline(op);
-            return UCS_ERR_NO_RESOURCE;
-        }
-    }
-
-    *op_p = op;
-    return UCS_OK;
-}
-
-
 /* Resources for one more work request the user asked for, then its
  * descriptor. */
 static ucs_status_t
@@ -167,118 +62,6 @@ uct_rc_gdr_ep_start_op(uct_rc_gdr_ep_t *ep, int needs_credit,
         return status;
     }
     return uct_rc_gdr_ep_get_op(ep, type, with_buf, op_p);
-}
-
-
-/* The same for a work request of rc_gdr's own (no credit, no turn). */
-static ucs_status_t
-uct_rc_gdr_ep_start_internal_op(uct_rc_gdr_ep_t *ep,
-                                uct_rc_gdr_op_type_t type, int with_buf,
-                                uct_rc_gdr_op_t **op_p)
-{
-    ucs_status_t status = uct_rc_gdr_ep_check_tx(ep, 0);
-
-    if (status != UCS_OK) {
-        return status;
-    }
-    return uct_rc_gdr_ep_get_op(ep, type, with_buf, op_p);
-}
-
-
-/* Posts, or gives the descriptor back when the post fails. */
-static ucs_status_t uct_rc_gdr_ep_post_op(uct_rc_gdr_ep_t *ep,
-                                          struct ibv_send_wr *wr,
-                                          uct_rc_gdr_op_t *op)
-{
-    ucs_status_t status = uct_rc_gdr_ep_post(ep, wr, op);
-
-    if (ucs_unlikely(status != UCS_OK)) {
-        uct_rc_gdr_ep_release_op(op);
-    }
-    return status;
-}
-
-
-/* The remote NIC key for writes (or reads) of @a length bytes;
- * UCS_ERR_UNSUPPORTED when the target's NIC may not be used for that access:
- * the bounce lane's case. A zero-length access touches no memory and needs
- * no key (UCT allows any rkey, UCT_INVALID_RKEY too; the NIC checks none,
- * IB C9-88): it still goes on the wire, so that it orders and reports like
- * any other operation (a flush after it finds a dead peer). */
-static ucs_status_t uct_rc_gdr_ep_remote_key(uct_rkey_t uct_rkey, int is_write,
-                                             size_t length,
-                                             uct_rc_gdr_rkey_t *rkey_p)
-{
-    uct_rc_gdr_rkey_t rkey;
-
-    if (ucs_unlikely(length == 0)) {
-        memset(rkey_p, 0, sizeof(*rkey_p));
-        return UCS_OK;
-    }
-
-    if (ucs_unlikely(uct_rc_gdr_rkey_from_uct(uct_rkey, &rkey) != UCS_OK)) {
-        ucs_error("rc_gdr: remote key 0x%" PRIx64 " was not unpacked by "
-                  "rc_gdr", (uint64_t)uct_rkey);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    if (ucs_unlikely(!uct_rc_gdr_rkey_nic_allows(&rkey, is_write))) {
-        return UCS_ERR_UNSUPPORTED;
-    }
-
-    *rkey_p = rkey;
-    return UCS_OK;
-}
-
-
-/*
- * After a write or atomic was posted: remember where the next flush must
- * read, when the knob or the target (its rkey flag) asks for a read
- * (rc_gdr_flush.h). One target per endpoint: the last one written that needs
- * the read. The NIC's read of that GPU's memory returns only after the
- * writes it placed there before (PCIe reads do not pass posted writes), so a
- * batch of puts into one GPU costs one read; writes into two GPUs behind one
- * endpoint between two flushes are made visible only in the last one.
- */
-static UCS_F_ALWAYS_INLINE void
-uct_rc_gdr_ep_flush_note_write(uct_rc_gdr_ep_t *ep,
-                               const uct_rc_gdr_rkey_t *rkey,
-                               uint64_t remote_addr, size_t length)
-{
-    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
-
-    if (length == 0) {
-        return; /* touched no memory */
-    }
-
-    if ((rkey->flags & UCT_RC_GDR_RKEY_FLAG_NO_READ) &&
-        !(rkey->flags & UCT_RC_GDR_RKEY_FLAG_FLUSH_READ)) {
-        /* The target's NIC may not read this memory, and its GPU does not
-         * need the read: "always" has nothing it may read here. */
-        return;
-    }
-
-    if (!uct_rc_gdr_flush_rkey_needs_read(iface->config.flush_mode,
-                                          rkey->flags)) {
-#if UCT_RC_GDR_HAVE_FLUSH_REMOTE
-        /* UCT_FLUSH_FLAG_REMOTE reads after any write; a target that needs
-         * the read for visibility keeps its place. */
-        ep->flags |= UCT_RC_GDR_EP_FLAG_WRITTEN;
-        if (ep->flags & UCT_RC_GDR_EP_FLAG_FLUSH_READ) {
-            return;
-        }
-#else
-        return;
-#endif
-    } else {
-        ep->flags |= UCT_RC_GDR_EP_FLAG_FLUSH_READ |
-                     UCT_RC_GDR_EP_FLAG_WRITTEN;
-    }
-
-    ep->flush.remote_addr = remote_addr;
-    ep->flush.rkey        = rkey->rkey;
-    ep->flush.length      = ucs_min(length,
-                                    (size_t)UCT_RC_GDR_FLUSH_READ_MAX);
 }
 
 
@@ -308,13 +91,98 @@ static size_t uct_rc_gdr_ep_fill_sges(struct ibv_sge *sges,
 }
 
 
-/* Immediate data of the next SEND: piggy-backs the credits we owe. */
-static uint32_t uct_rc_gdr_ep_take_imm(uct_rc_gdr_ep_t *ep, uint32_t bits)
-{
-    unsigned credits = ucs_min(ep->fc_to_return, UCT_RC_GDR_IMM_CREDITS_MAX);
+/* ------------------------------------------------------------------------
+ * The lane of an RMA: the NIC, or the bounce lane
+ * ------------------------------------------------------------------------ */
 
-    ep->fc_to_return -= credits;
-    return htonl(bits | (credits << UCT_RC_GDR_IMM_CREDITS_SHIFT));
+typedef enum {
+    UCT_RC_GDR_EP_LANE_NIC,     /* the NIC moves it, with the decoded key */
+    UCT_RC_GDR_EP_LANE_BOUNCE,  /* the target's NIC may not: the bounce lane
+                                   (rc_gdr_bounce.h), with the decoded key */
+    UCT_RC_GDR_EP_LANE_BAD_KEY  /* not a key rc_gdr unpacked */
+} uct_rc_gdr_ep_lane_t;
+
+
+/*
+ * Decodes the remote key of one RMA, once, and says who moves its @a length
+ * bytes: the NIC, or, when the target's NIC may not write (or read) that
+ * memory, the bounce lane, which is handed the decoded key. A zero-length
+ * access touches no memory and needs no key (UCT allows any rkey,
+ * UCT_INVALID_RKEY too; the NIC checks none, IB C9-88): it still goes on the
+ * wire, so that it orders and reports like any other operation (a flush
+ * after it finds a dead peer).
+ */
+static UCS_F_ALWAYS_INLINE uct_rc_gdr_ep_lane_t
+uct_rc_gdr_ep_lane(uct_rkey_t uct_rkey, int is_write, size_t length,
+                   uct_rc_gdr_rkey_t *rkey_p)
+{
+    if (ucs_unlikely(length == 0)) {
+        rkey_p->rkey  = 0;
+        rkey_p->flags = 0;
+        return UCT_RC_GDR_EP_LANE_NIC;
+    }
+
+    if (ucs_unlikely(uct_rc_gdr_rkey_from_uct(uct_rkey, rkey_p) != UCS_OK)) {
+        return UCT_RC_GDR_EP_LANE_BAD_KEY;
+    }
+
+    return ucs_likely(uct_rc_gdr_rkey_nic_allows(rkey_p, is_write)) ?
+           UCT_RC_GDR_EP_LANE_NIC : UCT_RC_GDR_EP_LANE_BOUNCE;
+}
+
+
+static UCS_F_NOINLINE ucs_status_t
+uct_rc_gdr_ep_bad_key(uct_rkey_t uct_rkey)
+{
+    ucs_error("rc_gdr: remote key 0x%" PRIx64 " was not unpacked by rc_gdr",
+              (uint64_t)uct_rkey);
+    return UCS_ERR_INVALID_PARAM;
+}
+
+
+/*
+ * The local side of a zcopy RMA: one scatter/gather entry per non-empty iov
+ * entry, and whether any of them is GPU memory that the NIC may not access
+ * in this direction (rc_gdr_bounce.h): then the bounce lane stages it, and
+ * the entries made here are not used.
+ */
+static UCS_F_ALWAYS_INLINE size_t
+uct_rc_gdr_ep_rdma_sges(uct_rc_gdr_ep_t *ep, struct ibv_sge *sges,
+                        const uct_iov_t *iov, size_t iovcnt, int is_write,
+                        int *num_sge_p, int *staged_p)
+{
+    size_t total = 0;
+    int num_sge  = 0;
+    int staged   = 0;
+    const uct_rc_gdr_mr_t *mr;
+    size_t i, length;
+
+    for (i = 0; i < iovcnt; ++i) {
+        length = uct_iov_get_length(&iov[i]);
+        if (length == 0) {
+            continue;
+        }
+
+        sges[num_sge].addr   = (uintptr_t)iov[i].buffer;
+        sges[num_sge].length = length;
+        sges[num_sge].lkey   = 0;
+        if (iov[i].memh != UCT_MEM_HANDLE_NULL) {
+            mr = uct_rc_gdr_memh_mr(iov[i].memh);
+            if (ucs_unlikely(mr->gpu >= 0)) {
+                staged |= uct_rc_gdr_bounce_mr_staged(
+                                  uct_rc_gdr_ep_md(ep), mr, is_write);
+            }
+            if (ucs_likely(mr->mr != NULL)) {
+                sges[num_sge].lkey = mr->mr->lkey;
+            }
+        }
+        total += length;
+        ++num_sge;
+    }
+
+    *num_sge_p = num_sge;
+    *staged_p  = staged;
+    return total;
 }
 
 
@@ -336,6 +204,87 @@ static void uct_rc_gdr_ep_wr_rdma(struct ibv_send_wr *wr,
 }
 
 
+/*
+ * put_zcopy and get_zcopy: lane, then post; the completion arrives through
+ * uct_rc_gdr_ep_send_completion() below.
+ */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_rc_gdr_ep_rdma_zcopy(uct_rc_gdr_ep_t *ep, enum ibv_wr_opcode opcode,
+                         const uct_iov_t *iov, size_t iovcnt,
+                         uint64_t remote_addr, uct_rkey_t rkey,
+                         uct_completion_t *comp)
+{
+    int is_write = (opcode == IBV_WR_RDMA_WRITE);
+    struct ibv_sge sges[UCT_RC_GDR_MAX_IOV];
+    uct_rc_gdr_rkey_t remote_key;
+    uct_rc_gdr_ep_lane_t lane;
+    struct ibv_send_wr wr;
+    uct_rc_gdr_op_t *op;
+    ucs_status_t status;
+    int num_sge, staged;
+    size_t length;
+
+    if (ucs_unlikely(iovcnt > UCT_RC_GDR_MAX_IOV)) {
+        ucs_error("rc_gdr: %zu iov entries, at most %d", iovcnt,
+                  UCT_RC_GDR_MAX_IOV);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    length = uct_rc_gdr_ep_rdma_sges(ep, sges, iov, iovcnt, is_write,
+                                     &num_sge, &staged);
+    lane   = uct_rc_gdr_ep_lane(rkey, is_write, length, &remote_key);
+    if (ucs_unlikely((lane != UCT_RC_GDR_EP_LANE_NIC) || staged)) {
+        if (lane == UCT_RC_GDR_EP_LANE_BAD_KEY) {
+            return uct_rc_gdr_ep_bad_key(rkey);
+        }
+        /* a side without a NIC key for this direction */
+        if (uct_rc_gdr_ep_behind_pending(ep)) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+        return uct_rc_gdr_bounce_zcopy(ep, is_write, iov, iovcnt, remote_addr,
+                                       &remote_key, comp);
+    }
+
+    status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_SEND, 0, &op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    op->comp = comp;
+    uct_rc_gdr_ep_wr_rdma(&wr, opcode, sges, num_sge, remote_addr,
+                          remote_key.rkey);
+    status = uct_rc_gdr_ep_post_op(ep, &wr, op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if (is_write) {
+        uct_rc_gdr_ep_flush_note_write(ep, &remote_key, remote_addr, length);
+    }
+    return UCS_INPROGRESS;
+}
+
+
+ucs_status_t uct_rc_gdr_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                     size_t iovcnt, uint64_t remote_addr,
+                                     uct_rkey_t rkey, uct_completion_t *comp)
+{
+    return uct_rc_gdr_ep_rdma_zcopy(ucs_derived_of(tl_ep, uct_rc_gdr_ep_t),
+                                    IBV_WR_RDMA_WRITE, iov, iovcnt,
+                                    remote_addr, rkey, comp);
+}
+
+
+ucs_status_t uct_rc_gdr_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                     size_t iovcnt, uint64_t remote_addr,
+                                     uct_rkey_t rkey, uct_completion_t *comp)
+{
+    return uct_rc_gdr_ep_rdma_zcopy(ucs_derived_of(tl_ep, uct_rc_gdr_ep_t),
+                                    IBV_WR_RDMA_READ, iov, iovcnt,
+                                    remote_addr, rkey, comp);
+}
+
+
 ucs_status_t uct_rc_gdr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
                                      unsigned length, uint64_t remote_addr,
                                      uct_rkey_t rkey)
@@ -343,6 +292,7 @@ ucs_status_t uct_rc_gdr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
     uct_rc_gdr_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
     uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
     uct_rc_gdr_rkey_t remote_key;
+    uct_rc_gdr_ep_lane_t lane;
     struct ibv_send_wr wr;
     struct ibv_sge sge;
     uct_rc_gdr_op_t *op;
@@ -354,16 +304,17 @@ ucs_status_t uct_rc_gdr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    status = uct_rc_gdr_ep_remote_key(rkey, 1, length, &remote_key);
-    if (ucs_unlikely(status == UCS_ERR_UNSUPPORTED)) {
+    lane = uct_rc_gdr_ep_lane(rkey, 1, length, &remote_key);
+    if (ucs_unlikely(lane != UCT_RC_GDR_EP_LANE_NIC)) {
+        if (lane == UCT_RC_GDR_EP_LANE_BAD_KEY) {
+            return uct_rc_gdr_ep_bad_key(rkey);
+        }
         /* no NIC key at the target: the bounce lane's messages */
         if (uct_rc_gdr_ep_behind_pending(ep)) {
             return UCS_ERR_NO_RESOURCE;
         }
         return uct_rc_gdr_bounce_put_short(ep, buffer, length, remote_addr,
-                                           rkey);
-    } else if (status != UCS_OK) {
-        return status;
+                                           &remote_key);
     }
 
     status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_SEND, 0, &op);
@@ -391,22 +342,22 @@ ssize_t uct_rc_gdr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
 {
     uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
     uct_rc_gdr_rkey_t remote_key;
-    ucs_status_t key_status;
+    uct_rc_gdr_ep_lane_t lane;
     struct ibv_send_wr wr;
     struct ibv_sge sge;
     uct_rc_gdr_op_t *op;
     ucs_status_t status;
     size_t length;
 
-    key_status = uct_rc_gdr_rkey_from_uct(rkey, &remote_key);
-    if (ucs_unlikely((key_status == UCS_OK) &&
-                     !uct_rc_gdr_rkey_nic_allows(&remote_key, 1))) {
+    /* The length is known only once packed: the lane of a non-empty put */
+    lane = uct_rc_gdr_ep_lane(rkey, 1, SIZE_MAX, &remote_key);
+    if (ucs_unlikely(lane == UCT_RC_GDR_EP_LANE_BOUNCE)) {
         /* no NIC key at the target: the bounce lane's messages */
         if (uct_rc_gdr_ep_behind_pending(ep)) {
             return UCS_ERR_NO_RESOURCE;
         }
         return uct_rc_gdr_bounce_put_bcopy(ep, pack_cb, arg, remote_addr,
-                                           rkey);
+                                           &remote_key);
     }
 
     status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_SEND, 1, &op);
@@ -414,15 +365,17 @@ ssize_t uct_rc_gdr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
         return status;
     }
 
-    length     = pack_cb(op->buf + 1, arg);
-    if (ucs_unlikely(key_status != UCS_OK)) {
-        /* The length is known only now: zero bytes need no key. */
-        status = uct_rc_gdr_ep_remote_key(rkey, 1, length, &remote_key);
-        if (status != UCS_OK) {
+    length = pack_cb(op->buf + 1, arg);
+    if (ucs_unlikely(lane == UCT_RC_GDR_EP_LANE_BAD_KEY)) {
+        /* zero bytes need no key */
+        if (length > 0) {
             uct_rc_gdr_ep_release_op(op);
-            return status;
+            return uct_rc_gdr_ep_bad_key(rkey);
         }
+        remote_key.rkey  = 0;
+        remote_key.flags = 0;
     }
+
     sge.addr   = (uintptr_t)(op->buf + 1);
     sge.length = length;
     sge.lkey   = op->buf->lkey;
@@ -438,89 +391,6 @@ ssize_t uct_rc_gdr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
 }
 
 
-static ucs_status_t uct_rc_gdr_ep_rdma_zcopy(uct_rc_gdr_ep_t *ep,
-                                             enum ibv_wr_opcode opcode,
-                                             const uct_iov_t *iov,
-                                             size_t iovcnt,
-                                             uint64_t remote_addr,
-                                             uct_rkey_t rkey,
-                                             uct_completion_t *comp)
-{
-    struct ibv_sge sges[UCT_RC_GDR_MAX_IOV];
-    uct_rc_gdr_rkey_t remote_key;
-    struct ibv_send_wr wr;
-    uct_rc_gdr_op_t *op;
-    ucs_status_t status;
-    size_t length;
-    int num_sge;
-
-    if (ucs_unlikely(iovcnt > UCT_RC_GDR_MAX_IOV)) {
-        ucs_error("rc_gdr: %zu iov entries, at most %d", iovcnt,
-                  UCT_RC_GDR_MAX_IOV);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    length = uct_iov_total_length(iov, iovcnt);
-
-    /* A side without a NIC key for this direction: the host bounce lane */
-    if (ucs_unlikely((length > 0) &&
-                     uct_rc_gdr_bounce_is_needed(ep,
-                                                 opcode == IBV_WR_RDMA_WRITE,
-                                                 iov, iovcnt, rkey))) {
-        if (uct_rc_gdr_ep_behind_pending(ep)) {
-            return UCS_ERR_NO_RESOURCE;
-        }
-        return uct_rc_gdr_bounce_zcopy(ep, opcode == IBV_WR_RDMA_WRITE, iov,
-                                       iovcnt, remote_addr, rkey, comp);
-    }
-
-    status = uct_rc_gdr_ep_remote_key(rkey, opcode == IBV_WR_RDMA_WRITE,
-                                      length, &remote_key);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_SEND, 0, &op);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    op->comp = comp;
-    uct_rc_gdr_ep_fill_sges(sges, iov, iovcnt, &num_sge);
-    uct_rc_gdr_ep_wr_rdma(&wr, opcode, sges, num_sge, remote_addr,
-                          remote_key.rkey);
-    status = uct_rc_gdr_ep_post_op(ep, &wr, op);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    if (opcode == IBV_WR_RDMA_WRITE) {
-        uct_rc_gdr_ep_flush_note_write(ep, &remote_key, remote_addr, length);
-    }
-    return UCS_INPROGRESS;
-}
-
-
-ucs_status_t uct_rc_gdr_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
-                                     size_t iovcnt, uint64_t remote_addr,
-                                     uct_rkey_t rkey, uct_completion_t *comp)
-{
-    return uct_rc_gdr_ep_rdma_zcopy(ucs_derived_of(tl_ep, uct_rc_gdr_ep_t),
-                                    IBV_WR_RDMA_WRITE, iov, iovcnt,
-                                    remote_addr, rkey, comp);
-}
-
-
-ucs_status_t uct_rc_gdr_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
-                                     size_t iovcnt, uint64_t remote_addr,
-                                     uct_rkey_t rkey, uct_completion_t *comp)
-{
-    return uct_rc_gdr_ep_rdma_zcopy(ucs_derived_of(tl_ep, uct_rc_gdr_ep_t),
-                                    IBV_WR_RDMA_READ, iov, iovcnt,
-                                    remote_addr, rkey, comp);
-}
-
-
 ucs_status_t uct_rc_gdr_ep_get_bcopy(uct_ep_h tl_ep,
                                      uct_unpack_callback_t unpack_cb,
                                      void *arg, size_t length,
@@ -530,6 +400,7 @@ ucs_status_t uct_rc_gdr_ep_get_bcopy(uct_ep_h tl_ep,
     uct_rc_gdr_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
     uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
     uct_rc_gdr_rkey_t remote_key;
+    uct_rc_gdr_ep_lane_t lane;
     struct ibv_send_wr wr;
     struct ibv_sge sge;
     uct_rc_gdr_op_t *op;
@@ -541,16 +412,17 @@ ucs_status_t uct_rc_gdr_ep_get_bcopy(uct_ep_h tl_ep,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    status = uct_rc_gdr_ep_remote_key(rkey, 0, length, &remote_key);
-    if (ucs_unlikely(status == UCS_ERR_UNSUPPORTED)) {
+    lane = uct_rc_gdr_ep_lane(rkey, 0, length, &remote_key);
+    if (ucs_unlikely(lane != UCT_RC_GDR_EP_LANE_NIC)) {
+        if (lane == UCT_RC_GDR_EP_LANE_BAD_KEY) {
+            return uct_rc_gdr_ep_bad_key(rkey);
+        }
         /* no NIC key at the target: the bounce lane's messages */
         if (uct_rc_gdr_ep_behind_pending(ep)) {
             return UCS_ERR_NO_RESOURCE;
         }
         return uct_rc_gdr_bounce_get_bcopy(ep, unpack_cb, arg, length,
-                                           remote_addr, rkey, comp);
-    } else if (status != UCS_OK) {
-        return status;
+                                           remote_addr, &remote_key, comp);
     }
 
     status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_GET_BCOPY, 1, &op);
@@ -758,7 +630,6 @@ static void uct_rc_gdr_ep_mark_idle(uct_rc_gdr_ep_t *ep)
 void uct_rc_gdr_ep_grant_credits(uct_rc_gdr_ep_t *ep)
 {
     uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
-    struct ibv_send_wr wr;
     uct_rc_gdr_op_t *op;
 
     if ((ep->fc_to_return < ucs_max(iface->config.fc_wnd_size / 2, 1u)) ||
@@ -772,10 +643,7 @@ void uct_rc_gdr_ep_grant_credits(uct_rc_gdr_ep_t *ep)
         return;
     }
 
-    memset(&wr, 0, sizeof(wr));
-    wr.opcode   = IBV_WR_SEND_WITH_IMM;
-    wr.imm_data = uct_rc_gdr_ep_take_imm(ep, UCT_RC_GDR_IMM_CREDIT_ONLY);
-    if (uct_rc_gdr_ep_post_op(ep, &wr, op) == UCS_OK) {
+    if (uct_rc_gdr_ep_post_credit(ep, op) == UCS_OK) {
         ++iface->stats.credit_grants;
     }
 }
@@ -799,6 +667,7 @@ static ucs_status_t uct_rc_gdr_ep_atomic(uct_rc_gdr_ep_t *ep,
                                          uct_completion_t *comp)
 {
     uct_rc_gdr_rkey_t remote_key;
+    uct_rc_gdr_ep_lane_t lane;
     struct ibv_send_wr wr;
     struct ibv_sge sge;
     uct_rc_gdr_op_t *op;
@@ -810,14 +679,14 @@ static ucs_status_t uct_rc_gdr_ep_atomic(uct_rc_gdr_ep_t *ep,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    /* An atomic reads and writes: both must be the NIC's to do. */
-    status = uct_rc_gdr_ep_remote_key(rkey, 1, sizeof(uint64_t), &remote_key);
-    if ((status == UCS_OK) &&
-        !uct_rc_gdr_rkey_nic_allows(&remote_key, 0)) {
-        status = UCS_ERR_UNSUPPORTED;
-    }
-    if (status != UCS_OK) {
-        return status;
+    /* An atomic reads and writes: both must be the NIC's to do; the bounce
+     * lane has none. */
+    lane = uct_rc_gdr_ep_lane(rkey, 1, sizeof(uint64_t), &remote_key);
+    if (ucs_unlikely(lane == UCT_RC_GDR_EP_LANE_BAD_KEY)) {
+        return uct_rc_gdr_ep_bad_key(rkey);
+    } else if (ucs_unlikely((lane == UCT_RC_GDR_EP_LANE_BOUNCE) ||
+                            !uct_rc_gdr_rkey_nic_allows(&remote_key, 0))) {
+        return UCS_ERR_UNSUPPORTED;
     }
 
     status = uct_rc_gdr_ep_start_op(ep, 0, (result == NULL) ?
@@ -1052,11 +921,9 @@ static void uct_rc_gdr_ep_move_to_error(uct_rc_gdr_ep_t *ep)
  * Flush, fence, pending, check
  * ------------------------------------------------------------------------ */
 
-/* A message that carries no data and no credit (the peer's receive queue
- * takes it like a credit return), posted to report a completion. */
+/* A credit-only message posted to report a completion. */
 static ucs_status_t uct_rc_gdr_ep_post_signaled_nop(uct_rc_gdr_ep_t *ep)
 {
-    struct ibv_send_wr wr;
     uct_rc_gdr_op_t *op;
     ucs_status_t status;
 
@@ -1066,10 +933,7 @@ static ucs_status_t uct_rc_gdr_ep_post_signaled_nop(uct_rc_gdr_ep_t *ep)
     }
 
     op->signaled = 1;
-    memset(&wr, 0, sizeof(wr));
-    wr.opcode    = IBV_WR_SEND_WITH_IMM;
-    wr.imm_data  = uct_rc_gdr_ep_take_imm(ep, UCT_RC_GDR_IMM_CREDIT_ONLY);
-    return uct_rc_gdr_ep_post_op(ep, &wr, op);
+    return uct_rc_gdr_ep_post_credit(ep, op);
 }
 
 
@@ -1159,7 +1023,9 @@ static ucs_status_t uct_rc_gdr_ep_flush_post_read(uct_rc_gdr_ep_t *ep)
 /*
  * Completes when every operation posted before it has, and, when writes
  * since the last flush need it, after one RDMA READ posted here (whatever
- * the flags: UCP flushes with LOCAL). Without the resources for the read the
+ * the flags: UCP flushes with LOCAL); on an endpoint with bounce transfers
+ * in progress, also after those started before it (the bounce lane adds its
+ * part: uct_rc_gdr_bounce_ep_flush). Without the resources for the read the
  * flush returns NO_RESOURCE, changes nothing, and is retried by the caller.
  */
 ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
@@ -1168,13 +1034,7 @@ ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
     uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
     uct_rc_gdr_op_t *op = NULL;
     ucs_status_t status;
-    int read;
-
-    if (ucs_unlikely(ep->bounce != NULL) &&
-        !(flags & UCT_RC_GDR_FLUSH_FLAG_NO_BOUNCE)) {
-        /* also waits for the bounce transfers, and calls back here */
-        return uct_rc_gdr_bounce_ep_flush(ep, flags, comp);
-    }
+    int read, bounce;
 
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
         status = uct_rc_gdr_ep_cancel(ep);
@@ -1183,8 +1043,10 @@ ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
         }
     }
 
-    read = uct_rc_gdr_ep_flush_wants_read(ep, flags);
-    if ((ep->num_outstanding == 0) && !read) {
+    read   = uct_rc_gdr_ep_flush_wants_read(ep, flags);
+    bounce = ucs_unlikely(ep->bounce != NULL) &&
+             uct_rc_gdr_bounce_ep_busy(ep);
+    if ((ep->num_outstanding == 0) && !read && !bounce) {
         return UCS_OK;
     }
 
@@ -1206,8 +1068,6 @@ ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
         if (status != UCS_OK) {
             return status;
         }
-        op->comp     = comp;
-        op->internal = !!(flags & UCT_RC_GDR_FLUSH_FLAG_NO_BOUNCE);
     }
 
     if (read) {
@@ -1220,9 +1080,29 @@ ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
         }
     }
 
-    if (op != NULL) {
-        ucs_queue_push(&ep->outstanding, &op->queue);
+    if (op == NULL) {
+        return UCS_INPROGRESS; /* the caller flushes again */
     }
+
+    if (ucs_unlikely(bounce)) {
+        /* The completion that waits for the bounce transfers too, and then
+         * completes the user's. Should it fail, a read posted above stays
+         * queued: the next flush waits for it all the same. */
+        status = uct_rc_gdr_bounce_ep_flush(ep, ep->num_outstanding > 0,
+                                            &comp);
+        if (status != UCS_OK) {
+            uct_rc_gdr_ep_release_op(op);
+            return status;
+        }
+        op->internal = 1;
+        if (ep->num_outstanding == 0) {
+            uct_rc_gdr_ep_release_op(op); /* the bounce part alone */
+            return UCS_INPROGRESS;
+        }
+    }
+
+    op->comp = comp;
+    ucs_queue_push(&ep->outstanding, &op->queue);
     return UCS_INPROGRESS;
 }
 
@@ -1328,33 +1208,17 @@ void uct_rc_gdr_ep_dispatch_pending(uct_rc_gdr_ep_t *ep)
 }
 
 
-/* Keepalive: a credit message with no credits. A dead peer never acknowledges
- * it, and the QP reports the failure after the configured timeout. */
+/* Keepalive (rc_gdr_ep.inl, uct_rc_gdr_ep_probe) */
 ucs_status_t uct_rc_gdr_ep_check(uct_ep_h tl_ep, unsigned flags,
                                  uct_completion_t *comp)
 {
-    uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
-    struct ibv_send_wr wr;
-    uct_rc_gdr_op_t *op;
-
-    if ((ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) || (ep->num_outstanding > 0) ||
-        (uct_rc_gdr_ep_start_internal_op(ep, UCT_RC_GDR_OP_SEND, 0, &op) !=
-         UCS_OK)) {
-        /* Outstanding work already probes the peer, or failure is known. */
-        return UCS_OK;
-    }
-
-    memset(&wr, 0, sizeof(wr));
-    wr.opcode   = IBV_WR_SEND_WITH_IMM;
-    wr.imm_data = uct_rc_gdr_ep_take_imm(ep, UCT_RC_GDR_IMM_CREDIT_ONLY);
-    return uct_rc_gdr_ep_post_op(ep, &wr, op);
+    return uct_rc_gdr_ep_probe(ucs_derived_of(tl_ep, uct_rc_gdr_ep_t));
 }
 
 
 ucs_status_t uct_rc_gdr_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
 {
     uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
-    struct ibv_send_wr wr;
     uct_rc_gdr_op_t *op;
     ucs_status_t status;
 
@@ -1371,47 +1235,7 @@ ucs_status_t uct_rc_gdr_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
 
     uct_rc_gdr_ep_move_to_error(ep);
     uct_rc_gdr_ep_set_failed(ep, UCS_ERR_ENDPOINT_TIMEOUT);
-    memset(&wr, 0, sizeof(wr));
-    wr.opcode   = IBV_WR_SEND_WITH_IMM;
-    wr.imm_data = htonl(UCT_RC_GDR_IMM_CREDIT_ONLY);
-    return uct_rc_gdr_ep_post_op(ep, &wr, op);
-}
-
-
-/* ------------------------------------------------------------------------
- * The bounce lane's work requests (rc_gdr_bounce.c): see rc_gdr_bounce.h
- * ------------------------------------------------------------------------ */
-
-ucs_status_t uct_rc_gdr_ep_post_bounce(uct_rc_gdr_ep_t *ep,
-                                       struct ibv_send_wr *wr,
-                                       uct_rc_gdr_op_t *op,
-                                       const uct_rc_gdr_rkey_t *rkey)
-{
-    int is_msg = (wr->opcode == IBV_WR_SEND_WITH_IMM);
-    ucs_status_t status;
-
-    status = uct_rc_gdr_ep_check_tx(ep, is_msg);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    if (is_msg) {
-        wr->imm_data = uct_rc_gdr_ep_take_imm(ep, UCT_RC_GDR_IMM_INTERNAL);
-    }
-
-    op->internal = 1;
-    status       = uct_rc_gdr_ep_post(ep, wr, op);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    if (is_msg) {
-        --ep->fc_credits;
-    } else if (wr->opcode == IBV_WR_RDMA_WRITE) {
-        uct_rc_gdr_ep_flush_note_write(ep, rkey, wr->wr.rdma.remote_addr,
-                                       wr->sg_list[0].length);
-    }
-    return UCS_OK;
+    return uct_rc_gdr_ep_post_credit(ep, op);
 }
 
 

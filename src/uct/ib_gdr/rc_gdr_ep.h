@@ -15,7 +15,7 @@
  * with CREDIT_ONLY carries no AM and consumes no credit itself.
  */
 #define UCT_RC_GDR_IMM_AM_ID_MASK     UCS_MASK(UCT_RC_GDR_AM_ID_BITS)
-#define UCT_RC_GDR_IMM_INTERNAL       UCS_BIT(6) /* rc_gdr_bounce.c's own
+#define UCT_RC_GDR_IMM_INTERNAL       UCS_BIT(6) /* the bounce lane's own
                                                     message, not an AM */
 #define UCT_RC_GDR_IMM_CREDIT_ONLY    UCS_BIT(7)
 #define UCT_RC_GDR_IMM_CREDITS_SHIFT  8
@@ -35,6 +35,50 @@ enum {
                                                    it may send past those
                                                    queued behind it */
 };
+
+
+typedef enum {
+    UCT_RC_GDR_OP_SEND,       /* put/am/credit: nothing to do but complete */
+    UCT_RC_GDR_OP_GET_BCOPY,  /* unpack the buffer into the user's */
+    UCT_RC_GDR_OP_ATOMIC,     /* copy the fetched value to the user */
+    UCT_RC_GDR_OP_FLUSH_READ, /* a flush's RDMA READ: nothing to deliver */
+    UCT_RC_GDR_OP_FLUSH       /* no work request: completes at the head */
+} uct_rc_gdr_op_type_t;
+
+
+/*
+ * One work request, or one flush waiting for those before it. Every send
+ * work request owns a descriptor queued on its endpoint in posting order.
+ * Writes and sends nobody waits for are posted unsignaled, one in every
+ * tx_cq_moderation reports (rc_gdr_ep.inl, uct_rc_gdr_ep_post): RC completes
+ * a QP's sends in order, so a completion retires its request and every
+ * unsignaled one before it. A flush is a descriptor without a work request
+ * that completes when it reaches the head (behind a signaled request it
+ * posts when the last ones report nothing). When writes since the last
+ * flush need a read to be visible (rc_gdr_flush.h), the flush first posts
+ * that RDMA READ and queues itself behind it.
+ */
+typedef struct uct_rc_gdr_op {
+    ucs_queue_elem_t          queue;      /* in ep->outstanding */
+    uct_rc_gdr_op_type_t      type;
+    uint8_t                   signaled;   /* its work request reports */
+    uint8_t                   internal;   /* comp is rc_gdr's own (the
+                                             bounce lane's), not the user's */
+    uct_completion_t          *comp;      /* may be NULL */
+    uct_rc_gdr_buf_t          *buf;       /* released at completion */
+    union {
+        struct {
+            uct_unpack_callback_t cb;
+            void                  *arg;
+            size_t                length;
+        } get_bcopy;
+        struct {
+            void                  *result;
+            size_t                size;
+        } atomic;
+    };
+} uct_rc_gdr_op_t;
+
 
 
 struct uct_rc_gdr_ep {
@@ -123,5 +167,12 @@ ucs_status_t uct_rc_gdr_ep_fence(uct_ep_h tl_ep, unsigned flags);
 ucs_status_t uct_rc_gdr_ep_check(uct_ep_h tl_ep, unsigned flags,
                                  uct_completion_t *comp);
 ucs_status_t uct_rc_gdr_ep_invalidate(uct_ep_h tl_ep, unsigned flags);
+
+/* Called from the interface's progress (rc_gdr_iface.c). */
+void uct_rc_gdr_ep_send_completion(uct_rc_gdr_ep_t *ep, struct ibv_wc *wc);
+void uct_rc_gdr_ep_recv_credits(uct_rc_gdr_ep_t *ep, unsigned credits);
+void uct_rc_gdr_ep_dispatch_pending(uct_rc_gdr_ep_t *ep);
+void uct_rc_gdr_ep_grant_credits(uct_rc_gdr_ep_t *ep);
+void uct_rc_gdr_ep_free_zombie(uct_rc_gdr_ep_t *ep);
 
 #endif

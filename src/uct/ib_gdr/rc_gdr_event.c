@@ -203,7 +203,7 @@ static ucs_status_t uct_rc_gdr_iface_event_drain(uct_rc_gdr_iface_t *iface)
 
 /*
  * Whether the endpoint could post a work request now: the resources that
- * uct_rc_gdr_ep_check_tx() checks (rc_gdr_ep.c), with a credit when asked.
+ * uct_rc_gdr_ep_check_tx() checks (rc_gdr_ep.inl), with a credit when asked.
  */
 static int uct_rc_gdr_iface_event_ep_can_send(uct_rc_gdr_iface_t *iface,
                                               uct_rc_gdr_ep_t *ep,

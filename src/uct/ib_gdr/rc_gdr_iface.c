@@ -3,6 +3,10 @@
  * progress and the attributes UCP chooses protocols by.
  */
 
+#ifdef HAVE_CONFIG_H
+#  include "config.h" /* UCX's: its log level, assertions */
+#endif
+
 #include "rc_gdr_iface.h"
 #include "rc_gdr_ep.h"
 #include "rc_gdr_addr.h"
@@ -315,20 +319,6 @@ ucs_status_t uct_rc_gdr_iface_stats_query(uct_iface_h tl_iface,
 }
 
 
-uct_rc_gdr_op_t *uct_rc_gdr_iface_get_op(uct_rc_gdr_iface_t *iface)
-{
-    uct_rc_gdr_op_t *op = ucs_mpool_get_inline(&iface->op_mp);
-
-    if (op != NULL) {
-        op->comp     = NULL;
-        op->buf      = NULL;
-        op->signaled = 0;
-        op->internal = 0;
-    }
-    return op;
-}
-
-
 static uct_rc_gdr_ep_t *uct_rc_gdr_iface_lookup_ep(uct_rc_gdr_iface_t *iface,
                                                   uint32_t qp_num)
 {
@@ -428,7 +418,7 @@ static void uct_rc_gdr_iface_handle_recv(uct_rc_gdr_iface_t *iface,
     }
 
     if (imm & UCT_RC_GDR_IMM_INTERNAL) {
-        uct_rc_gdr_bounce_handle_msg(iface, ep, buf + 1, wc->byte_len);
+        iface->lane_ops->recv(iface, ep, buf + 1, wc->byte_len);
     } else {
         uct_iface_invoke_am(&iface->super, imm & UCT_RC_GDR_IMM_AM_ID_MASK,
                             buf + 1, wc->byte_len, 0);
@@ -486,7 +476,7 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
         }
     }
 
-    count += uct_rc_gdr_bounce_progress(iface);
+    count += iface->lane_ops->progress(iface);
 
     /* Not only after completions: a connection or credits can give an
      * endpoint resources back without one (a request queued before the

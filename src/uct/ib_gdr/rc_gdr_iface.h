@@ -1,15 +1,9 @@
 /*
- * rc_gdr interface: one verbs port, one send CQ, one receive CQ, one SRQ.
- *
- * Every send work request owns an operation descriptor (uct_rc_gdr_op_t)
- * queued on its endpoint in posting order. Writes and sends nobody waits for
- * are posted unsignaled, one in every tx_cq_moderation reports: RC completes
- * a QP's sends in order, so a completion retires its request and every
- * unsignaled one before it. A flush is an operation without a work request
- * that completes when it reaches the head (behind a signaled request it
- * posts when the last ones report nothing). When writes since the last
- * flush need a read to be visible (rc_gdr_flush.h), the flush first posts
- * that RDMA READ and queues itself behind it. Events: rc_gdr_event.h.
+ * rc_gdr interface: one verbs port, one send CQ, one receive CQ, one SRQ,
+ * the pools of send/receive buffers and of the endpoints' operation
+ * descriptors (rc_gdr_ep.h says how completion moderation and flush use
+ * them), and the progress that hands completions to the endpoints. Events:
+ * rc_gdr_event.h.
  */
 
 #ifndef UCT_RC_GDR_IFACE_H_
@@ -34,6 +28,22 @@
 
 
 typedef struct uct_rc_gdr_ep uct_rc_gdr_ep_t;
+typedef struct uct_rc_gdr_iface uct_rc_gdr_iface_t;
+
+
+/*
+ * What a lane of rc_gdr's own above the endpoints (the bounce lane,
+ * rc_gdr_bounce.h) gives the interface when it opens: the interface hands
+ * up received messages with the internal imm bit (never the user's AM
+ * table), and gives the lane a turn in each progress.
+ */
+typedef struct uct_rc_gdr_iface_lane_ops {
+    /* @a ep is NULL when the sending QP is unknown */
+    void     (*recv)(uct_rc_gdr_iface_t *iface, uct_rc_gdr_ep_t *ep,
+                     const void *data, size_t length);
+    /* @return how many things advanced */
+    unsigned (*progress)(uct_rc_gdr_iface_t *iface);
+} uct_rc_gdr_iface_lane_ops_t;
 
 
 typedef struct uct_rc_gdr_iface_config {
@@ -62,38 +72,6 @@ typedef struct uct_rc_gdr_buf {
 } uct_rc_gdr_buf_t;
 
 
-typedef enum {
-    UCT_RC_GDR_OP_SEND,       /* put/am/credit: nothing to do but complete */
-    UCT_RC_GDR_OP_GET_BCOPY,  /* unpack the buffer into the user's */
-    UCT_RC_GDR_OP_ATOMIC,     /* copy the fetched value to the user */
-    UCT_RC_GDR_OP_FLUSH_READ, /* a flush's RDMA READ: nothing to deliver */
-    UCT_RC_GDR_OP_FLUSH       /* no work request: completes at the head */
-} uct_rc_gdr_op_type_t;
-
-
-/* One signaled work request, or one flush waiting for those before it. */
-typedef struct uct_rc_gdr_op {
-    ucs_queue_elem_t          queue;      /* in ep->outstanding */
-    uct_rc_gdr_op_type_t      type;
-    uint8_t                   signaled;   /* its work request reports */
-    uint8_t                   internal;   /* comp is rc_gdr's own (the
-                                             bounce lane's), not the user's */
-    uct_completion_t          *comp;      /* may be NULL */
-    uct_rc_gdr_buf_t          *buf;       /* released at completion */
-    union {
-        struct {
-            uct_unpack_callback_t cb;
-            void                  *arg;
-            size_t                length;
-        } get_bcopy;
-        struct {
-            void                  *result;
-            size_t                size;
-        } atomic;
-    };
-} uct_rc_gdr_op_t;
-
-
 KHASH_MAP_INIT_INT(uct_rc_gdr_qpn, uct_rc_gdr_ep_t*);
 
 
@@ -119,7 +97,7 @@ typedef struct uct_rc_gdr_iface_stats {
 } uct_rc_gdr_iface_stats_t;
 
 
-typedef struct uct_rc_gdr_iface {
+struct uct_rc_gdr_iface {
     uct_base_iface_t          super;
     uint8_t                   port_num;
     struct ibv_port_attr      port_attr;
@@ -133,7 +111,7 @@ typedef struct uct_rc_gdr_iface {
                                              CQs (rc_gdr_event.h) */
     ucs_mpool_t               tx_mp;      /* uct_rc_gdr_buf_t + seg_size */
     ucs_mpool_t               rx_mp;      /* uct_rc_gdr_buf_t + seg_size */
-    ucs_mpool_t               op_mp;      /* uct_rc_gdr_op_t */
+    ucs_mpool_t               op_mp;      /* uct_rc_gdr_op_t (rc_gdr_ep.h) */
     khash_t(uct_rc_gdr_qpn)   eps_by_qpn;
     ucs_list_link_t           eps;        /* every live endpoint */
     ucs_list_link_t           zombies;    /* destroyed, completions due */
@@ -157,8 +135,9 @@ typedef struct uct_rc_gdr_iface {
         uint8_t               flush_mode;    /* uct_rc_gdr_flush_mode_t */
     } config;
     uct_rc_gdr_iface_stats_t  stats;
-    uct_rc_gdr_bounce_iface_t *bounce;
-} uct_rc_gdr_iface_t;
+    uct_rc_gdr_bounce_iface_t *bounce;    /* the lane's state */
+    const uct_rc_gdr_iface_lane_ops_t *lane_ops; /* set by the lane */
+};
 
 
 UCS_CLASS_DECLARE_NEW_FUNC(uct_rc_gdr_iface_t, uct_iface_t, uct_md_h,
@@ -169,15 +148,6 @@ ucs_status_t
 uct_rc_gdr_iface_query_devices(uct_md_h md,
                                uct_tl_device_resource_t **devices_p,
                                unsigned *num_devices_p);
-
-/* Defined in rc_gdr_ep.c, called from the iface progress. */
-void uct_rc_gdr_ep_send_completion(uct_rc_gdr_ep_t *ep, struct ibv_wc *wc);
-void uct_rc_gdr_ep_recv_credits(uct_rc_gdr_ep_t *ep, unsigned credits);
-void uct_rc_gdr_ep_dispatch_pending(uct_rc_gdr_ep_t *ep);
-void uct_rc_gdr_ep_grant_credits(uct_rc_gdr_ep_t *ep);
-void uct_rc_gdr_ep_free_zombie(uct_rc_gdr_ep_t *ep);
-
-uct_rc_gdr_op_t *uct_rc_gdr_iface_get_op(uct_rc_gdr_iface_t *iface);
 
 /**
  * Copy the counters of an rc_gdr interface, for tests and tools. The caller

@@ -1,0 +1,735 @@
+/**
+ * rc_gdr bounce lane, initiator side: the endpoint's entry points (put/get
+ * zcopy, and put_short/put_bcopy/get_bcopy to memory without a NIC key),
+ * staged transfers (the staging engine's chunks on the wire), the flush
+ * barrier, and the peer's replies (ACK, GET_DATA).
+ *
+ * See file LICENSE for terms.
+ */
+
+#ifdef HAVE_CONFIG_H
+#  include "config.h" /* UCX's: its log level, assertions */
+#endif
+
+#include "rc_gdr_bounce_int.h"
+
+#include <uct/base/uct_iov.inl>
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/math.h>
+
+#include <string.h>
+
+
+/* ------------------------------------------------------------------------
+ * Staged transfers
+ * ------------------------------------------------------------------------ */
+
+/* One RDMA work request for a staged chunk, straight from post() */
+static ucs_status_t
+uct_rc_gdr_bounce_post_rdma(uct_rc_gdr_bounce_xfer_t *xfer, unsigned chunk,
+                            uct_rc_gdr_stage_buf_t *buf, size_t length,
+                            size_t offset)
+{
+    uct_rc_gdr_bounce_ep_t *bep = xfer->bep;
+    uct_rc_gdr_bounce_wire_t *wire;
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    uct_rc_gdr_op_t *op;
+    ucs_status_t status;
+
+    status = uct_rc_gdr_ep_get_op(bep->ep, UCT_RC_GDR_OP_SEND, 0, &op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    wire = uct_rc_gdr_bounce_wire_new(bep, xfer,
+                                      UCT_RC_GDR_BOUNCE_REPORT_STAGE, 0);
+    if (wire == NULL) {
+        uct_rc_gdr_ep_release_op(op);
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    wire->chunk = chunk;
+    op->comp    = &wire->comp;
+    sge.addr    = (uintptr_t)buf->addr;
+    sge.length  = length;
+    sge.lkey    = uct_rc_gdr_bounce_buf_lkey(buf);
+    memset(&wr, 0, sizeof(wr));
+    wr.opcode              = (xfer->kind == UCT_RC_GDR_BOUNCE_PUT_STAGED) ?
+                             IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+    wr.sg_list             = &sge;
+    wr.num_sge             = 1;
+    wr.wr.rdma.remote_addr = xfer->remote_addr + offset;
+    wr.wr.rdma.rkey        = xfer->rkey.rkey;
+    status = uct_rc_gdr_ep_post_bounce(bep->ep, &wr, op, &xfer->rkey);
+    if (status != UCS_OK) {
+        uct_rc_gdr_ep_release_op(op);
+        uct_rc_gdr_bounce_wire_free(wire);
+        return status;
+    }
+
+    /* the work request's reference stays: its completion reports */
+    ++wire->comp.count;
+    uct_invoke_completion(&wire->comp, UCS_OK);
+    return UCS_INPROGRESS;
+}
+
+
+/* The staging engine's wire: chunk `chunk` is staged (put) or wanted (get) */
+static ucs_status_t uct_rc_gdr_bounce_stage_post(void *arg, unsigned chunk,
+                                                 uct_rc_gdr_stage_buf_t *buf,
+                                                 size_t length, size_t offset)
+{
+    uct_rc_gdr_bounce_xfer_t *xfer = arg;
+    uct_rc_gdr_bounce_ep_t *bep    = xfer->bep;
+    uct_rc_gdr_bounce_wire_t *wire;
+    uint8_t type;
+
+    if (uct_rc_gdr_bounce_ep_is_dead(bep)) {
+        return uct_rc_gdr_bounce_ep_dead_status(bep);
+    }
+
+    if ((xfer->kind == UCT_RC_GDR_BOUNCE_PUT_STAGED) ||
+        (xfer->kind == UCT_RC_GDR_BOUNCE_GET_STAGED)) {
+        return uct_rc_gdr_bounce_post_rdma(xfer, chunk, buf, length, offset);
+    }
+
+    /* PUT_MSG from keyless GPU memory, or SERVE_GET: messages out of the
+     * staging buffer, queued behind those before */
+    type = (xfer->kind == UCT_RC_GDR_BOUNCE_PUT_MSG) ?
+           UCT_RC_GDR_BOUNCE_MSG_PUT_DATA : UCT_RC_GDR_BOUNCE_MSG_GET_DATA;
+    wire = uct_rc_gdr_bounce_wire_new(bep, xfer,
+                                      UCT_RC_GDR_BOUNCE_REPORT_STAGE, type);
+    if (wire == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    wire->chunk  = chunk;
+    wire->src    = buf->addr;
+    wire->lkey   = uct_rc_gdr_bounce_buf_lkey(buf);
+    wire->length = length;
+    if (type == UCT_RC_GDR_BOUNCE_MSG_PUT_DATA) {
+        wire->hdr.token = xfer->rkey.rkey;
+        wire->hdr.addr  = xfer->remote_addr + offset;
+        wire->last      = (offset + length == xfer->length);
+    } else {
+        wire->hdr.addr  = offset;
+    }
+    uct_rc_gdr_bounce_wire_enqueue(wire);
+    return UCS_INPROGRESS;
+}
+
+
+static void uct_rc_gdr_bounce_stage_complete(void *arg, ucs_status_t status)
+{
+    uct_rc_gdr_bounce_xfer_t *xfer = arg;
+
+    xfer->stage = NULL;
+    uct_rc_gdr_bounce_xfer_put_ref(xfer, status);
+}
+
+
+static const uct_rc_gdr_stage_ops_t uct_rc_gdr_bounce_stage_ops = {
+    .post       = uct_rc_gdr_bounce_stage_post,
+    .chunk_done = NULL,
+    .complete   = uct_rc_gdr_bounce_stage_complete
+};
+
+
+ucs_status_t
+uct_rc_gdr_bounce_xfer_stage(uct_rc_gdr_bounce_xfer_t *xfer,
+                             uct_rc_gdr_stage_engine_t *engine)
+{
+    uct_rc_gdr_stage_xfer_params_t params;
+    ucs_status_t status;
+
+    params.dir      = (xfer->kind == UCT_RC_GDR_BOUNCE_GET_STAGED) ?
+                      UCT_RC_GDR_STAGE_WIRE_H2D : UCT_RC_GDR_STAGE_D2H_WIRE;
+    params.gpu_addr = xfer->local;
+    params.length   = xfer->length;
+    params.depth    = 0;
+    params.ops      = &uct_rc_gdr_bounce_stage_ops;
+    params.arg      = xfer;
+    status          = uct_rc_gdr_stage_xfer_start(engine, &params,
+                                                  &xfer->stage);
+    if (status == UCS_INPROGRESS) {
+        ++xfer->refs;
+        return UCS_OK;
+    }
+
+    ucs_assert(status != UCS_OK); /* never a zero length */
+    return status;
+}
+
+
+/* ------------------------------------------------------------------------
+ * Endpoint operations
+ * ------------------------------------------------------------------------ */
+
+/* Whether the endpoint takes one more bounce transfer now; NO_RESOURCE is
+ * back-pressure (pending), never a failure */
+static ucs_status_t uct_rc_gdr_bounce_admit(uct_rc_gdr_ep_t *ep,
+                                            int remote_keyless, int is_put,
+                                            uct_rc_gdr_bounce_ep_t **bep_p)
+{
+    uct_rc_gdr_iface_t *iface    = uct_rc_gdr_ep_iface(ep);
+    uct_rc_gdr_bounce_iface_t *b = iface->bounce;
+    uct_rc_gdr_bounce_ep_t *bep;
+
+    if (ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) {
+        return ep->status;
+    }
+
+    if (!(ep->flags & UCT_RC_GDR_EP_FLAG_CONNECTED)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    bep = uct_rc_gdr_bounce_ep_get(ep);
+    if (bep == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    if (bep->num_xfers >= UCT_RC_GDR_BOUNCE_EP_MAX_XFERS) {
+        b->blocked = 1;
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    if (remote_keyless) {
+        /* messages go out in order: a transfer waits for the ones queued,
+         * and a put for the put whose data still goes out */
+        if (!ucs_list_is_empty(&bep->sendq) ||
+            (is_put && (bep->put_open != NULL))) {
+            b->blocked = 1;
+            return UCS_ERR_NO_RESOURCE;
+        }
+        if ((ep->fc_credits <= 0) || (ep->sq_avail == 0) ||
+            (iface->tx_cq_avail == 0)) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+    }
+
+    *bep_p = bep;
+    return UCS_OK;
+}
+
+
+/* What a transfer moves on this side */
+typedef struct {
+    char                  *local;
+    size_t                length;
+    int                   gpu;       /* -1: host memory */
+    uint32_t              lkey;      /* 0: none (copied, or staged) */
+    int                   staged;    /* through the staging engine */
+    void                  *owned;    /* freed with the transfer */
+    uct_unpack_callback_t unpack_cb; /* get_bcopy: called with `owned` */
+    void                  *unpack_arg;
+} uct_rc_gdr_bounce_local_t;
+
+
+/* Starts an admitted transfer; on failure nothing is left behind (and
+ * `owned` is the caller's again) */
+static ucs_status_t
+uct_rc_gdr_bounce_start(uct_rc_gdr_bounce_ep_t *bep, int is_put,
+                        const uct_rc_gdr_bounce_local_t *local,
+                        uint64_t remote_addr, const uct_rc_gdr_rkey_t *rkey,
+                        uct_completion_t *comp)
+{
+    uct_rc_gdr_iface_t *iface         = uct_rc_gdr_bounce_ep_iface(bep);
+    uct_rc_gdr_bounce_iface_t *b      = iface->bounce;
+    int remote_keyless                = !uct_rc_gdr_rkey_nic_allows(rkey,
+                                                                    is_put);
+    uct_rc_gdr_stage_engine_t *engine = NULL;
+    uct_rc_gdr_bounce_wire_t *wire    = NULL;
+    uct_rc_gdr_bounce_xfer_t *xfer;
+    ucs_status_t status;
+    khiter_t iter;
+    int ret;
+
+    if (local->staged) {
+        status = uct_rc_gdr_bounce_engine(b, local->gpu, &engine);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+
+    xfer = ucs_calloc(1, sizeof(*xfer), "rc_gdr_bounce_xfer");
+    if (xfer == NULL) {
+        ucs_error("rc_gdr: failed to allocate a bounce transfer");
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    xfer->bep         = bep;
+    xfer->comp        = comp;
+    xfer->gpu         = local->gpu;
+    xfer->status      = UCS_OK;
+    xfer->local       = local->local;
+    xfer->length      = local->length;
+    xfer->owned       = local->owned;
+    xfer->unpack_cb   = local->unpack_cb;
+    xfer->unpack_arg  = local->unpack_arg;
+    xfer->remote_addr = remote_addr;
+    xfer->rkey        = *rkey;
+    xfer->kind        = remote_keyless ?
+                        (is_put ? UCT_RC_GDR_BOUNCE_PUT_MSG :
+                                  UCT_RC_GDR_BOUNCE_GET_MSG) :
+                        (is_put ? UCT_RC_GDR_BOUNCE_PUT_STAGED :
+                                  UCT_RC_GDR_BOUNCE_GET_STAGED);
+
+    do {
+        xfer->id = ++b->next_id;
+    } while ((xfer->id == 0) ||
+             (kh_get(uct_rc_gdr_bounce_xfers, &b->xfers, xfer->id) !=
+              kh_end(&b->xfers)));
+    iter = kh_put(uct_rc_gdr_bounce_xfers, &b->xfers, xfer->id, &ret);
+    if (ret == -1) {
+        ucs_error("rc_gdr: out of memory adding bounce transfer %u",
+                  xfer->id);
+        status = UCS_ERR_NO_MEMORY;
+        goto err_free;
+    }
+    kh_value(&b->xfers, iter) = xfer;
+
+    if (xfer->kind == UCT_RC_GDR_BOUNCE_GET_MSG) {
+        /* a GET_REQ, then the data (or an error ACK) */
+        wire = uct_rc_gdr_bounce_wire_new(bep, xfer,
+                                          UCT_RC_GDR_BOUNCE_REPORT_XFER,
+                                          UCT_RC_GDR_BOUNCE_MSG_GET_REQ);
+        if (wire == NULL) {
+            status = UCS_ERR_NO_MEMORY;
+            goto err_del;
+        }
+        wire->hdr.token  = rkey->rkey;
+        wire->hdr.addr   = remote_addr;
+        wire->hdr.length = xfer->length;
+    } else if ((xfer->kind == UCT_RC_GDR_BOUNCE_PUT_MSG) && !local->staged) {
+        /* the data straight from its NIC key (or copied into each message:
+         * no key), then the ACK */
+        wire = uct_rc_gdr_bounce_wire_new(bep, xfer,
+                                          UCT_RC_GDR_BOUNCE_REPORT_XFER,
+                                          UCT_RC_GDR_BOUNCE_MSG_PUT_DATA);
+        if (wire == NULL) {
+            status = UCS_ERR_NO_MEMORY;
+            goto err_del;
+        }
+        wire->src       = xfer->local;
+        wire->lkey      = local->lkey;
+        wire->length    = xfer->length;
+        wire->last      = 1;
+        wire->hdr.token = rkey->rkey;
+        wire->hdr.addr  = remote_addr;
+    } else {
+        status = uct_rc_gdr_bounce_xfer_stage(xfer, engine);
+        if (status != UCS_OK) {
+            if (status == UCS_ERR_NO_RESOURCE) {
+                b->blocked = 1;
+            }
+            goto err_del;
+        }
+    }
+
+    if (wire != NULL) {
+        ++xfer->refs;
+        uct_rc_gdr_bounce_wire_enqueue(wire);
+    }
+    if (remote_keyless) {
+        ++xfer->refs;
+        xfer->awaiting = 1;
+        ++bep->num_awaiting;
+    }
+
+    if (xfer->kind == UCT_RC_GDR_BOUNCE_PUT_MSG) {
+        bep->put_open = xfer;
+    }
+    xfer->seq = bep->next_seq++;
+    ucs_list_add_tail(&bep->xfers, &xfer->list);
+    ++bep->num_xfers;
+    ++iface->stats.bounce_xfers;
+    uct_rc_gdr_bounce_ep_pump(bep);
+    uct_rc_gdr_bounce_update_stats(b);
+    return UCS_OK;
+
+err_del:
+    kh_del(uct_rc_gdr_bounce_xfers, &b->xfers, iter);
+err_free:
+    ucs_free(xfer);
+    return status;
+}
+
+
+ucs_status_t uct_rc_gdr_bounce_zcopy(uct_rc_gdr_ep_t *ep, int is_put,
+                                     const uct_iov_t *iov, size_t iovcnt,
+                                     uint64_t remote_addr,
+                                     const uct_rc_gdr_rkey_t *rkey,
+                                     uct_completion_t *comp)
+{
+    uct_rc_gdr_iface_t *iface  = uct_rc_gdr_ep_iface(ep);
+    const uct_iov_t *entry     = NULL;
+    uct_rc_gdr_bounce_local_t local;
+    uct_rc_gdr_bounce_ep_t *bep;
+    const uct_rc_gdr_mr_t *mr;
+    ucs_status_t status;
+    size_t i;
+
+    for (i = 0; i < iovcnt; ++i) {
+        if (uct_iov_get_length(&iov[i]) == 0) {
+            continue;
+        }
+        if ((entry != NULL) || (iov[i].count > 1)) {
+            ucs_error("rc_gdr: the bounce lane moves one contiguous buffer "
+                      "per operation (%zu iov entries)", iovcnt);
+            return UCS_ERR_UNSUPPORTED;
+        }
+        entry = &iov[i];
+    }
+
+    if (entry == NULL) {
+        return UCS_OK; /* nothing to move */
+    }
+
+    status = uct_rc_gdr_bounce_admit(ep,
+                                     !uct_rc_gdr_rkey_nic_allows(rkey, is_put),
+                                     is_put, &bep);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    memset(&local, 0, sizeof(local));
+    local.local  = entry->buffer;
+    local.length = uct_iov_get_length(entry);
+    local.gpu    = -1;
+    if (entry->memh != UCT_MEM_HANDLE_NULL) {
+        mr           = uct_rc_gdr_memh_mr(entry->memh);
+        local.staged = uct_rc_gdr_bounce_mr_staged(iface->bounce->md, mr,
+                                                   is_put);
+        local.gpu    = mr->gpu;
+        local.lkey   = (local.staged || (mr->mr == NULL)) ? 0 :
+                       mr->mr->lkey;
+    }
+
+    status = uct_rc_gdr_bounce_start(bep, is_put, &local, remote_addr, rkey,
+                                     comp);
+    return (status == UCS_OK) ? UCS_INPROGRESS : status;
+}
+
+
+/* put_short / put_bcopy to a target without a NIC key: the data is copied
+ * now (the caller's buffer is free at return) and sent like a put_zcopy of
+ * host memory; a flush waits for its ACK */
+static ucs_status_t uct_rc_gdr_bounce_put_copy(uct_rc_gdr_ep_t *ep,
+                                               uct_rc_gdr_bounce_ep_t *bep,
+                                               void *copy, size_t length,
+                                               uint64_t remote_addr,
+                                               const uct_rc_gdr_rkey_t *rkey)
+{
+    uct_rc_gdr_bounce_local_t local;
+    ucs_status_t status;
+
+    memset(&local, 0, sizeof(local));
+    local.local  = copy;
+    local.length = length;
+    local.gpu    = -1;
+    local.owned  = copy;
+    status       = uct_rc_gdr_bounce_start(bep, 1, &local, remote_addr, rkey,
+                                           NULL);
+    if (status != UCS_OK) {
+        ucs_free(copy);
+    }
+    return status;
+}
+
+
+ucs_status_t uct_rc_gdr_bounce_put_short(uct_rc_gdr_ep_t *ep,
+                                         const void *buffer, unsigned length,
+                                         uint64_t remote_addr,
+                                         const uct_rc_gdr_rkey_t *rkey)
+{
+    uct_rc_gdr_bounce_ep_t *bep;
+    ucs_status_t status;
+    void *copy;
+
+    ucs_assert(length > 0); /* zero bytes go on the wire without a key */
+    status = uct_rc_gdr_bounce_admit(ep, 1, 1, &bep);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    copy = ucs_malloc(length, "rc_gdr_bounce_short");
+    if (copy == NULL) {
+        ucs_error("rc_gdr: failed to allocate %u bytes for a bounce put",
+                  length);
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    memcpy(copy, buffer, length);
+    return uct_rc_gdr_bounce_put_copy(ep, bep, copy, length, remote_addr,
+                                      rkey);
+}
+
+
+ssize_t uct_rc_gdr_bounce_put_bcopy(uct_rc_gdr_ep_t *ep,
+                                    uct_pack_callback_t pack_cb, void *arg,
+                                    uint64_t remote_addr,
+                                    const uct_rc_gdr_rkey_t *rkey)
+{
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
+    uct_rc_gdr_bounce_ep_t *bep;
+    ucs_status_t status;
+    size_t length;
+    void *copy;
+
+    status = uct_rc_gdr_bounce_admit(ep, 1, 1, &bep);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    copy = ucs_malloc(iface->config.seg_size, "rc_gdr_bounce_bcopy");
+    if (copy == NULL) {
+        ucs_error("rc_gdr: failed to allocate %zu bytes for a bounce put",
+                  iface->config.seg_size);
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    length = pack_cb(copy, arg);
+    if (length == 0) {
+        ucs_free(copy);
+        return 0;
+    }
+
+    status = uct_rc_gdr_bounce_put_copy(ep, bep, copy, length, remote_addr,
+                                        rkey);
+    return (status == UCS_OK) ? (ssize_t)length : status;
+}
+
+
+ucs_status_t uct_rc_gdr_bounce_get_bcopy(uct_rc_gdr_ep_t *ep,
+                                         uct_unpack_callback_t unpack_cb,
+                                         void *arg, size_t length,
+                                         uint64_t remote_addr,
+                                         const uct_rc_gdr_rkey_t *rkey,
+                                         uct_completion_t *comp)
+{
+    uct_rc_gdr_bounce_local_t local;
+    uct_rc_gdr_bounce_ep_t *bep;
+    ucs_status_t status;
+
+    ucs_assert(length > 0); /* zero bytes go on the wire without a key */
+    status = uct_rc_gdr_bounce_admit(ep, 1, 0, &bep);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    /* gathered here, unpacked at once when the last byte came */
+    memset(&local, 0, sizeof(local));
+    local.local      = ucs_malloc(length, "rc_gdr_bounce_get_bcopy");
+    local.length     = length;
+    local.gpu        = -1;
+    local.owned      = local.local;
+    local.unpack_cb  = unpack_cb;
+    local.unpack_arg = arg;
+    if (local.local == NULL) {
+        ucs_error("rc_gdr: failed to allocate %zu bytes for a bounce get",
+                  length);
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    status = uct_rc_gdr_bounce_start(bep, 0, &local, remote_addr, rkey,
+                                     comp);
+    if (status != UCS_OK) {
+        ucs_free(local.owned);
+        return status;
+    }
+    return UCS_INPROGRESS;
+}
+
+
+/* ------------------------------------------------------------------------
+ * Flush
+ * ------------------------------------------------------------------------ */
+
+/* Both parts of a flush ended: the user's completion */
+static void uct_rc_gdr_bounce_flush_done(uct_completion_t *self)
+{
+    uct_rc_gdr_bounce_flush_t *flush;
+    uct_rc_gdr_bounce_ep_t *bep;
+    uct_completion_t *user;
+    ucs_status_t status;
+
+    flush  = ucs_container_of(self, uct_rc_gdr_bounce_flush_t, comp);
+    bep    = flush->bep;
+    user   = flush->user;
+    status = self->status;
+
+    ucs_list_del(&flush->list);
+    ucs_free(flush);
+    if (!uct_rc_gdr_bounce_ep_user_gone(bep)) {
+        uct_invoke_completion(user, status);
+    }
+}
+
+
+/* Flushes whose barrier passed: no transfer started before them is left */
+void uct_rc_gdr_bounce_ep_check_flushes(uct_rc_gdr_bounce_ep_t *bep)
+{
+    uct_rc_gdr_bounce_flush_t *flush, *tmp;
+    uint64_t oldest;
+
+    oldest = ucs_list_is_empty(&bep->xfers) ? UINT64_MAX :
+             ucs_list_head(&bep->xfers, uct_rc_gdr_bounce_xfer_t,
+                           list)->seq;
+    ucs_list_for_each_safe(flush, tmp, &bep->flushes, list) {
+        if (flush->seq > oldest) {
+            break;
+        }
+        if (!flush->barrier_passed) {
+            flush->barrier_passed = 1;
+            uct_invoke_completion(&flush->comp, UCS_OK);
+        }
+    }
+}
+
+
+int uct_rc_gdr_bounce_ep_busy(uct_rc_gdr_ep_t *ep)
+{
+    return (ep->bounce != NULL) && !ucs_list_is_empty(&ep->bounce->xfers);
+}
+
+
+/*
+ * The bounce lane's part of an endpoint flush: a barrier behind the
+ * transfers started before it (ACKs included), and a completion with one
+ * reference for the barrier and one for the endpoint's own part, if any;
+ * the user's completes when both are gone.
+ */
+ucs_status_t uct_rc_gdr_bounce_ep_flush(uct_rc_gdr_ep_t *ep, int own_part,
+                                        uct_completion_t **comp_p)
+{
+    uct_rc_gdr_bounce_ep_t *bep = ep->bounce;
+    uct_rc_gdr_bounce_flush_t *flush;
+
+    flush = ucs_malloc(sizeof(*flush), "rc_gdr_bounce_flush");
+    if (flush == NULL) {
+        ucs_error("rc_gdr: failed to allocate a flush of the bounce lane");
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    flush->comp.func      = uct_rc_gdr_bounce_flush_done;
+    flush->comp.count     = own_part ? 2 : 1;
+    flush->comp.status    = UCS_OK;
+    flush->bep            = bep;
+    flush->user           = *comp_p;
+    flush->seq            = bep->next_seq;
+    flush->barrier_passed = 0;
+    ucs_list_add_tail(&bep->flushes, &flush->list);
+    *comp_p = &flush->comp;
+    return UCS_OK;
+}
+
+
+int uct_rc_gdr_bounce_ep_blocked(uct_rc_gdr_ep_t *ep)
+{
+    return uct_rc_gdr_ep_iface(ep)->bounce->blocked;
+}
+
+
+/* ------------------------------------------------------------------------
+ * Replies of the peer
+ * ------------------------------------------------------------------------ */
+
+/* The reply of the peer came, or will not come */
+void uct_rc_gdr_bounce_xfer_replied(uct_rc_gdr_bounce_xfer_t *xfer,
+                                           ucs_status_t status)
+{
+    ucs_assert(xfer->awaiting);
+    xfer->awaiting = 0;
+    --xfer->bep->num_awaiting;
+    uct_rc_gdr_bounce_xfer_put_ref(xfer, status);
+}
+
+
+/* A reply to one of our transfers: checked against what we asked */
+static uct_rc_gdr_bounce_xfer_t *
+uct_rc_gdr_bounce_recv_find(uct_rc_gdr_bounce_ep_t *bep,
+                            const uct_rc_gdr_bounce_hdr_t *hdr)
+{
+    uct_rc_gdr_bounce_iface_t *b = uct_rc_gdr_bounce_ep_iface(bep)->bounce;
+    uct_rc_gdr_bounce_xfer_t *xfer;
+    khiter_t iter;
+
+    iter = kh_get(uct_rc_gdr_bounce_xfers, &b->xfers, hdr->xfer_id);
+    xfer = (iter == kh_end(&b->xfers)) ? NULL :
+           kh_value(&b->xfers, iter);
+    if ((xfer == NULL) || (xfer->bep != bep) || !xfer->awaiting ||
+        ((hdr->type == UCT_RC_GDR_BOUNCE_MSG_GET_DATA) &&
+         ((xfer->kind != UCT_RC_GDR_BOUNCE_GET_MSG) ||
+          (hdr->addr > xfer->length) ||
+          (hdr->length > xfer->length - hdr->addr)))) {
+        ucs_error("rc_gdr: QP 0x%x: unexpected bounce message type %u for "
+                  "transfer %u (offset %" PRIu64 ", %" PRIu64 " bytes): "
+                  "dropped", bep->ep->qp->qp_num, hdr->type, hdr->xfer_id,
+                  hdr->addr, hdr->length);
+        return NULL;
+    }
+
+    return xfer;
+}
+
+
+void uct_rc_gdr_bounce_recv_get_data(uct_rc_gdr_bounce_ep_t *bep,
+                                            const uct_rc_gdr_bounce_hdr_t *hdr,
+                                            const void *payload)
+{
+    uct_rc_gdr_bounce_iface_t *b = uct_rc_gdr_bounce_ep_iface(bep)->bounce;
+    uct_rc_gdr_bounce_xfer_t *xfer;
+    ucs_status_t status;
+
+    xfer = uct_rc_gdr_bounce_recv_find(bep, hdr);
+    if (xfer == NULL) {
+        return;
+    }
+
+    if ((xfer->status == UCS_OK) && (hdr->length > 0)) {
+        if (xfer->gpu >= 0) {
+            status = uct_rc_gdr_bounce_copy_h2d(b, xfer->gpu,
+                                                xfer->local + hdr->addr,
+                                                payload, hdr->length);
+            if (status != UCS_OK) {
+                xfer->status = status;
+            }
+        } else {
+            memcpy(xfer->local + hdr->addr, payload, hdr->length);
+        }
+    }
+
+    xfer->received += hdr->length;
+    if (xfer->received >= xfer->length) {
+        uct_rc_gdr_bounce_xfer_replied(xfer, UCS_OK);
+    }
+}
+
+
+void uct_rc_gdr_bounce_recv_ack(uct_rc_gdr_bounce_ep_t *bep,
+                                       const uct_rc_gdr_bounce_hdr_t *hdr)
+{
+    ucs_status_t status = (ucs_status_t)hdr->status;
+    uct_rc_gdr_bounce_xfer_t *xfer;
+
+    xfer = uct_rc_gdr_bounce_recv_find(bep, hdr);
+    if (xfer == NULL) {
+        return;
+    }
+
+    if ((status > UCS_OK) || (status <= UCS_ERR_LAST) ||
+        ((status == UCS_OK) && (xfer->kind == UCT_RC_GDR_BOUNCE_GET_MSG))) {
+        ucs_error("rc_gdr: QP 0x%x: bounce transfer %u: acknowledged with "
+                  "invalid status %d", bep->ep->qp->qp_num, hdr->xfer_id,
+                  hdr->status);
+        status = UCS_ERR_IO_ERROR;
+    } else if (status != UCS_OK) {
+        ucs_debug("rc_gdr: QP 0x%x: bounce transfer %u refused by the "
+                  "peer: %s", bep->ep->qp->qp_num, hdr->xfer_id,
+                  ucs_status_string(status));
+    }
+
+    uct_rc_gdr_bounce_xfer_replied(xfer, status);
+}

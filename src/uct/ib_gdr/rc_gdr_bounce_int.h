@@ -1,0 +1,351 @@
+/**
+ * rc_gdr bounce lane, inside: its objects and the functions its files share
+ * (rc_gdr_bounce.c: state, engine, progress; rc_gdr_bounce_wire.c: messages;
+ * rc_gdr_bounce_initiator.c: transfers started here; rc_gdr_bounce_target.c:
+ * requests of the peer). The endpoint and the interface see rc_gdr_bounce.h
+ * only.
+ *
+ * Objects, and who owns what:
+ *
+ *   bounce iface   one per interface: the staging pool (made at the first
+ *                  transfer that stages), one staging engine per GPU (its
+ *                  primary context retained), the transfers by id;
+ *   bounce ep      one per endpoint that used the lane, either side: its
+ *                  initiator transfers in start order (flush barriers count
+ *                  them), the gets it serves as a target, its queue of
+ *                  internal messages, the state of the put arriving;
+ *   transfer       one put/get (initiator) or one served get (target); ends
+ *                  when its parts have ended (refs: the staging engine's
+ *                  transfer, a message run, the reply awaited from the peer);
+ *   wire unit      what one completion reports on: one RDMA work request of
+ *                  a staged chunk, or a run of internal messages (a chunk's
+ *                  data, an ACK, a GET_REQ); its uct_completion_t is the
+ *                  op->comp of each of its work requests.
+ *
+ * The staging engine calls post() for chunk k after its D2H copy (put) or to
+ * bring it in (get); post() posts the RDMA work request at once, or queues a
+ * run of messages on the endpoint. Queued messages go out in order (one
+ * transfer's messages are never interleaved with another's, so the target
+ * needs one "put arriving" state per endpoint) as credits and send queue
+ * allow, from the interface's progress. Nothing here calls a user callback,
+ * or the engine's wire_done(), from inside a UCT operation or post().
+ *
+ * Calls go down: the endpoint calls the lane's entry points (rc_gdr_bounce.h),
+ * the lane posts through the endpoint's posting layer (rc_gdr_ep.inl).
+ * What comes up arrives through callbacks: completions through the
+ * uct_completion_t of each work request, received messages and progress
+ * through the lane ops the interface was given (uct_rc_gdr_iface_lane_ops_t).
+ *
+ * See file LICENSE for terms.
+ */
+
+#ifndef UCT_RC_GDR_BOUNCE_INT_H_
+#define UCT_RC_GDR_BOUNCE_INT_H_
+
+#include "rc_gdr_bounce.h"
+#include "rc_gdr_ep.inl"
+#include "rc_gdr_stage.h"
+#include "rc_gdr_cuda.h"
+
+#include <ucs/datastruct/khash.h>
+#include <ucs/datastruct/list.h>
+#include <ucs/time/time.h>
+
+
+/* Initiator transfers per endpoint; a target serves as many gets */
+#define UCT_RC_GDR_BOUNCE_EP_MAX_XFERS   64
+/* A transfer waiting for its peer with nothing posted probes the peer this
+ * often, so that a dead peer is found by the QP's own timeout. */
+#define UCT_RC_GDR_BOUNCE_PROBE_INTERVAL 0.1 /* seconds */
+#define UCT_RC_GDR_BOUNCE_CHUNK_SIZE_MAX (1ul << 30)
+
+
+/*
+ * Internal messages: a SEND_WITH_IMM with UCT_RC_GDR_IMM_INTERNAL
+ * (rc_gdr_ep.h), this header, then the payload. Both peers run this build
+ * (host byte order); every field a peer sends is checked before use.
+ */
+enum {
+    UCT_RC_GDR_BOUNCE_MSG_PUT_DATA = 1, /* payload for [addr, +length) of the
+                                           target registration `token` */
+    UCT_RC_GDR_BOUNCE_MSG_GET_REQ  = 2, /* send [addr, +length) of `token` */
+    UCT_RC_GDR_BOUNCE_MSG_GET_DATA = 3, /* payload for offset `addr` of the
+                                           get `xfer_id` */
+    UCT_RC_GDR_BOUNCE_MSG_ACK      = 4  /* transfer `xfer_id` ended at the
+                                           target with `status` */
+};
+
+#define UCT_RC_GDR_BOUNCE_MSG_FLAG_LAST UCS_BIT(0) /* last PUT_DATA */
+
+typedef struct UCS_S_PACKED uct_rc_gdr_bounce_hdr {
+    uint8_t  type;      /* UCT_RC_GDR_BOUNCE_MSG_xx */
+    uint8_t  flags;     /* UCT_RC_GDR_BOUNCE_MSG_FLAG_xx */
+    uint16_t reserved;
+    int32_t  status;    /* ACK: ucs_status_t */
+    uint32_t xfer_id;   /* the initiator's transfer */
+    uint32_t chunk;     /* PUT_DATA: message index in the transfer, from 0 */
+    uint32_t token;     /* PUT_DATA, GET_REQ: target registration */
+    uint32_t reserved2;
+    uint64_t addr;      /* PUT_DATA, GET_REQ: target address;
+                           GET_DATA: offset in the transfer */
+    uint64_t length;    /* GET_REQ: bytes asked; else payload bytes */
+} uct_rc_gdr_bounce_hdr_t;
+
+
+typedef enum {
+    UCT_RC_GDR_BOUNCE_PUT_STAGED, /* D2H into staging, RDMA WRITE */
+    UCT_RC_GDR_BOUNCE_GET_STAGED, /* RDMA READ into staging, H2D */
+    UCT_RC_GDR_BOUNCE_PUT_MSG,    /* PUT_DATA messages, then the ACK */
+    UCT_RC_GDR_BOUNCE_GET_MSG,    /* GET_REQ, then GET_DATA messages */
+    UCT_RC_GDR_BOUNCE_SERVE_GET   /* target: D2H, GET_DATA messages */
+} uct_rc_gdr_bounce_kind_t;
+
+
+/* What a wire unit's completion reports to */
+typedef enum {
+    UCT_RC_GDR_BOUNCE_REPORT_NONE,  /* an ACK: nobody waits for it */
+    UCT_RC_GDR_BOUNCE_REPORT_STAGE, /* a staged chunk: the engine */
+    UCT_RC_GDR_BOUNCE_REPORT_XFER   /* a part of a transfer */
+} uct_rc_gdr_bounce_report_t;
+
+
+typedef struct uct_rc_gdr_bounce_xfer uct_rc_gdr_bounce_xfer_t;
+
+
+typedef struct uct_rc_gdr_bounce_wire {
+    uct_completion_t         comp;        /* count: 1 while posting + work
+                                             requests in flight */
+    ucs_list_link_t          list;        /* bep->wires, while alive */
+    ucs_list_link_t          sendq;       /* bep->sendq, while queued */
+    uct_rc_gdr_bounce_ep_t   *bep;
+    uct_rc_gdr_bounce_xfer_t *xfer;       /* NULL for an ACK */
+    unsigned                 chunk;       /* REPORT_STAGE: engine's chunk */
+    uint8_t                  report;      /* uct_rc_gdr_bounce_report_t */
+    uint8_t                  queued;
+    uint8_t                  last;        /* its last message ends a put */
+    const char               *src;        /* message payload */
+    uint32_t                 lkey;        /* of src; 0: host memory, copied
+                                             into the transmit buffer */
+    size_t                   length;      /* payload bytes */
+    size_t                   posted;      /* payload bytes posted */
+    ucs_status_t             post_status; /* a post failed for good */
+    uct_rc_gdr_bounce_hdr_t  hdr;         /* template of its messages */
+} uct_rc_gdr_bounce_wire_t;
+
+
+struct uct_rc_gdr_bounce_xfer {
+    ucs_list_link_t          list;        /* bep->xfers, ->serving or
+                                             ->pending_gets */
+    uct_rc_gdr_bounce_ep_t   *bep;
+    uct_completion_t         *comp;       /* the user's, may be NULL */
+    uct_rc_gdr_stage_xfer_t  *stage;      /* while the engine has it */
+    uint64_t                 seq;         /* start order on the endpoint */
+    uint32_t                 id;          /* initiator's id (the peer's, for
+                                             SERVE_GET) */
+    uint8_t                  kind;        /* uct_rc_gdr_bounce_kind_t */
+    uint8_t                  awaiting;    /* a reply of the peer is due */
+    uint8_t                  last_sent;   /* PUT_MSG: the LAST message */
+    int8_t                   gpu;         /* of the local memory, -1 host */
+    unsigned                 refs;        /* parts still running */
+    ucs_status_t             status;      /* first error */
+    char                     *local;      /* SERVE_GET: the GPU source */
+    size_t                   length;
+    size_t                   received;    /* GET_MSG: payload bytes */
+    uint64_t                 remote_addr;
+    uct_rc_gdr_rkey_t        rkey;        /* rkey field: NIC key or token */
+    uint32_t                 next_msg;    /* PUT_MSG: next PUT_DATA index */
+    void                     *owned;      /* heap copy freed at the end */
+    uct_unpack_callback_t    unpack_cb;   /* get_bcopy, with `owned` */
+    void                     *unpack_arg;
+};
+
+
+/* The barrier part of an ep flush (see uct_rc_gdr_bounce_ep_flush) */
+typedef struct uct_rc_gdr_bounce_flush {
+    uct_completion_t         comp;        /* count: ep flush + barrier */
+    ucs_list_link_t          list;        /* bep->flushes */
+    uct_rc_gdr_bounce_ep_t   *bep;
+    uct_completion_t         *user;
+    uint64_t                 seq;         /* waits for transfers before */
+    int                      barrier_passed;
+} uct_rc_gdr_bounce_flush_t;
+
+
+struct uct_rc_gdr_bounce_ep {
+    ucs_list_link_t          list;        /* bounce->eps */
+    uct_rc_gdr_ep_t          *ep;
+    ucs_list_link_t          xfers;       /* initiator transfers, by seq */
+    ucs_list_link_t          serving;     /* target: gets being answered */
+    ucs_list_link_t          pending_gets;/* target: gets waiting for a
+                                             staging buffer */
+    ucs_list_link_t          wires;       /* every live wire unit */
+    ucs_list_link_t          sendq;       /* wire units with messages to
+                                             post, in order */
+    ucs_list_link_t          flushes;     /* uct_rc_gdr_bounce_flush_t */
+    uct_rc_gdr_bounce_xfer_t *put_open;   /* the put whose PUT_DATA
+                                             messages go out now: one at a
+                                             time, the target follows one */
+    unsigned                 num_xfers;
+    unsigned                 num_awaiting;
+    unsigned                 num_served;  /* serving + pending_gets */
+    uint64_t                 next_seq;
+    ucs_time_t               last_probe;
+    int                      gone;        /* cleanup: no callbacks, no posts */
+    struct {                              /* target: the put arriving */
+        uint32_t             id;
+        uint32_t             next_chunk;
+        ucs_status_t         status;
+        int                  active;
+    } rx;
+};
+
+
+KHASH_MAP_INIT_INT(uct_rc_gdr_bounce_xfers, uct_rc_gdr_bounce_xfer_t*);
+
+
+struct uct_rc_gdr_bounce_iface {
+    uct_rc_gdr_iface_t               *iface;
+    uct_rc_gdr_md_t                  *md;
+    uct_rc_gdr_bounce_config_t       config;
+    size_t                           msg_max;   /* payload per message */
+    uct_rc_gdr_stage_pool_t          *pool;
+    int                              num_gpus;
+    uct_rc_gdr_cuda_ctx_h            *ctxs;     /* retained, by ordinal */
+    uct_rc_gdr_stage_engine_t        **engines; /* by ordinal */
+    ucs_list_link_t                  eps;       /* uct_rc_gdr_bounce_ep_t */
+    khash_t(uct_rc_gdr_bounce_xfers) xfers;     /* initiator's, by id */
+    uint32_t                         next_id;
+    int                              blocked;   /* refused for the lane's
+                                                   own resources */
+    uint64_t                         sync_staged_bytes;
+    unsigned                         events;    /* transfers ended since the
+                                                   last progress */
+};
+
+
+/* ------------------------------------------------------------------------
+ * Helpers
+ * ------------------------------------------------------------------------ */
+
+static inline uct_rc_gdr_iface_t *
+uct_rc_gdr_bounce_ep_iface(uct_rc_gdr_bounce_ep_t *bep)
+{
+    return uct_rc_gdr_ep_iface(bep->ep);
+}
+
+
+static inline int uct_rc_gdr_bounce_ep_is_dead(uct_rc_gdr_bounce_ep_t *bep)
+{
+    return bep->gone ||
+           (bep->ep->flags & (UCT_RC_GDR_EP_FLAG_FAILED |
+                              UCT_RC_GDR_EP_FLAG_DESTROYED));
+}
+
+
+/* Why nothing more goes out on a dead endpoint */
+static inline ucs_status_t
+uct_rc_gdr_bounce_ep_dead_status(uct_rc_gdr_bounce_ep_t *bep)
+{
+    return (bep->ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) ? bep->ep->status :
+           UCS_ERR_CANCELED;
+}
+
+
+/* No user callback once the user let the endpoint go */
+static inline int uct_rc_gdr_bounce_ep_user_gone(uct_rc_gdr_bounce_ep_t *bep)
+{
+    return bep->gone || (bep->ep->flags & UCT_RC_GDR_EP_FLAG_DESTROYED);
+}
+
+
+static inline uint32_t uct_rc_gdr_bounce_buf_lkey(uct_rc_gdr_stage_buf_t *buf)
+{
+    return ((struct ibv_mr*)buf->memh)->lkey;
+}
+
+
+/*
+ * rc_gdr_bounce.c: state, the staging engine, the end of a transfer
+ */
+
+void uct_rc_gdr_bounce_update_stats(uct_rc_gdr_bounce_iface_t *b);
+
+/** A synchronous host-to-GPU copy out of a receive buffer. */
+ucs_status_t uct_rc_gdr_bounce_copy_h2d(uct_rc_gdr_bounce_iface_t *b,
+                                        int gpu, void *dst, const void *src,
+                                        size_t length);
+
+/** The staging engine of a GPU (and the pool, at the first one). */
+ucs_status_t uct_rc_gdr_bounce_engine(uct_rc_gdr_bounce_iface_t *b, int gpu,
+                                      uct_rc_gdr_stage_engine_t **engine_p);
+
+/** The lane's state of an endpoint, made at its first use. */
+uct_rc_gdr_bounce_ep_t *uct_rc_gdr_bounce_ep_get(uct_rc_gdr_ep_t *ep);
+
+/** A part of @a xfer ended; the last one ends the transfer. */
+void uct_rc_gdr_bounce_xfer_put_ref(uct_rc_gdr_bounce_xfer_t *xfer,
+                                    ucs_status_t status);
+
+
+/*
+ * rc_gdr_bounce_wire.c: wire units and internal messages
+ */
+
+uct_rc_gdr_bounce_wire_t *
+uct_rc_gdr_bounce_wire_new(uct_rc_gdr_bounce_ep_t *bep,
+                           uct_rc_gdr_bounce_xfer_t *xfer, uint8_t report,
+                           uint8_t type);
+void uct_rc_gdr_bounce_wire_free(uct_rc_gdr_bounce_wire_t *wire);
+void uct_rc_gdr_bounce_wire_enqueue(uct_rc_gdr_bounce_wire_t *wire);
+void uct_rc_gdr_bounce_wire_dequeue(uct_rc_gdr_bounce_wire_t *wire);
+
+/** Posts queued messages in order while the endpoint has the resources. */
+void uct_rc_gdr_bounce_ep_pump(uct_rc_gdr_bounce_ep_t *bep);
+
+void uct_rc_gdr_bounce_send_ack(uct_rc_gdr_bounce_ep_t *bep,
+                                uint32_t xfer_id, ucs_status_t status);
+
+/** A received SEND with the internal imm bit (the interface's lane ops):
+ *  checked, then handed to the initiator or the target side. @a ep is NULL
+ *  when the QP is unknown (the message is dropped). */
+void uct_rc_gdr_bounce_recv(uct_rc_gdr_iface_t *iface, uct_rc_gdr_ep_t *ep,
+                            const void *data, size_t length);
+
+
+/*
+ * rc_gdr_bounce_initiator.c: transfers started on this side
+ */
+
+/** Flushes whose barrier passed: no transfer started before them is left. */
+void uct_rc_gdr_bounce_ep_check_flushes(uct_rc_gdr_bounce_ep_t *bep);
+
+/** The reply of the peer came, or will not come. */
+void uct_rc_gdr_bounce_xfer_replied(uct_rc_gdr_bounce_xfer_t *xfer,
+                                    ucs_status_t status);
+
+/** Hands @a xfer to the staging engine (staged transfers, served gets). */
+ucs_status_t uct_rc_gdr_bounce_xfer_stage(uct_rc_gdr_bounce_xfer_t *xfer,
+                                          uct_rc_gdr_stage_engine_t *engine);
+
+void uct_rc_gdr_bounce_recv_get_data(uct_rc_gdr_bounce_ep_t *bep,
+                                     const uct_rc_gdr_bounce_hdr_t *hdr,
+                                     const void *payload);
+void uct_rc_gdr_bounce_recv_ack(uct_rc_gdr_bounce_ep_t *bep,
+                                const uct_rc_gdr_bounce_hdr_t *hdr);
+
+
+/*
+ * rc_gdr_bounce_target.c: requests of the peer
+ */
+
+/** Starts answering a validated get; UCS_ERR_NO_RESOURCE keeps it waiting
+ *  for a staging buffer. */
+ucs_status_t uct_rc_gdr_bounce_serve_start(uct_rc_gdr_bounce_xfer_t *xfer);
+
+void uct_rc_gdr_bounce_recv_put_data(uct_rc_gdr_bounce_ep_t *bep,
+                                     const uct_rc_gdr_bounce_hdr_t *hdr,
+                                     const void *payload);
+void uct_rc_gdr_bounce_recv_get_req(uct_rc_gdr_bounce_ep_t *bep,
+                                    const uct_rc_gdr_bounce_hdr_t *hdr);
+
+#endif

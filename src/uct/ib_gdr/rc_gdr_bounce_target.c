@@ -1,0 +1,167 @@
+/**
+ * rc_gdr bounce lane, target side: the peer's puts (PUT_DATA copied into
+ * the registration it names, then an ACK) and gets (GET_REQ served from GPU
+ * memory through the staging engine as GET_DATA messages). Everything a peer
+ * names is checked by the md before it is touched (doc/DESIGN.md section 3,
+ * "What a peer may do").
+ *
+ * See file LICENSE for terms.
+ */
+
+#ifdef HAVE_CONFIG_H
+#  include "config.h" /* UCX's: its log level, assertions */
+#endif
+
+#include "rc_gdr_bounce_int.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+
+#include <string.h>
+
+
+/* What a peer names: a live token, the range inside its registration
+ * (checked by the md). Nothing is touched before this passed. */
+static ucs_status_t uct_rc_gdr_bounce_target(uct_rc_gdr_bounce_iface_t *b,
+                                             uint32_t token, uint64_t address,
+                                             uint64_t length, int *gpu_p)
+{
+    return uct_rc_gdr_md_bounce_target(b->md, token, address, length, gpu_p);
+}
+
+
+/* Target: starts answering a validated get; UCS_ERR_NO_RESOURCE keeps it
+ * waiting for a staging buffer */
+ucs_status_t
+uct_rc_gdr_bounce_serve_start(uct_rc_gdr_bounce_xfer_t *xfer)
+{
+    uct_rc_gdr_bounce_ep_t *bep  = xfer->bep;
+    uct_rc_gdr_bounce_iface_t *b = uct_rc_gdr_bounce_ep_iface(bep)->bounce;
+    uct_rc_gdr_stage_engine_t *engine;
+    ucs_status_t status;
+
+    status = uct_rc_gdr_bounce_engine(b, xfer->gpu, &engine);
+    if (status == UCS_OK) {
+        status = uct_rc_gdr_bounce_xfer_stage(xfer, engine);
+    }
+
+    if (status == UCS_ERR_NO_RESOURCE) {
+        return status;
+    }
+
+    ucs_list_del(&xfer->list);
+    if (status == UCS_OK) {
+        ucs_list_add_tail(&bep->serving, &xfer->list);
+        return UCS_OK;
+    }
+
+    --bep->num_served;
+    uct_rc_gdr_bounce_send_ack(bep, xfer->id, status);
+    ucs_free(xfer);
+    return UCS_OK;
+}
+
+
+/* ------------------------------------------------------------------------
+ * Requests of the peer
+ * ------------------------------------------------------------------------ */
+
+void uct_rc_gdr_bounce_recv_put_data(uct_rc_gdr_bounce_ep_t *bep,
+                                            const uct_rc_gdr_bounce_hdr_t *hdr,
+                                            const void *payload)
+{
+    uct_rc_gdr_iface_t *iface    = uct_rc_gdr_bounce_ep_iface(bep);
+    uct_rc_gdr_bounce_iface_t *b = iface->bounce;
+    ucs_status_t status;
+    int gpu;
+
+    if ((hdr->chunk == 0) || !bep->rx.active ||
+        (bep->rx.id != hdr->xfer_id)) {
+        bep->rx.active = 1;
+        bep->rx.id     = hdr->xfer_id;
+        bep->rx.status = UCS_OK;
+        if (hdr->chunk != 0) {
+            ucs_error("rc_gdr: QP 0x%x: bounce put %u starts at message %u",
+                      bep->ep->qp->qp_num, hdr->xfer_id, hdr->chunk);
+            bep->rx.status = UCS_ERR_INVALID_PARAM;
+        }
+    } else if (hdr->chunk != bep->rx.next_chunk) {
+        if (bep->rx.status == UCS_OK) {
+            ucs_error("rc_gdr: QP 0x%x: bounce put %u: message %u, expected "
+                      "%u", bep->ep->qp->qp_num, hdr->xfer_id, hdr->chunk,
+                      bep->rx.next_chunk);
+        }
+        bep->rx.status = UCS_ERR_INVALID_PARAM;
+    }
+    bep->rx.next_chunk = hdr->chunk + 1;
+
+    /* once refused, the rest of the transfer is dropped without a word */
+    if (bep->rx.status == UCS_OK) {
+        status = uct_rc_gdr_bounce_target(b, hdr->token, hdr->addr,
+                                          hdr->length, &gpu);
+        if (status != UCS_OK) {
+            ++iface->stats.bounce_refused;
+            bep->rx.status = status;
+        } else if (hdr->length > 0) {
+            bep->rx.status = uct_rc_gdr_bounce_copy_h2d(b, gpu,
+                                                        (void*)hdr->addr,
+                                                        payload, hdr->length);
+        }
+    }
+
+    if (hdr->flags & UCT_RC_GDR_BOUNCE_MSG_FLAG_LAST) {
+        bep->rx.active = 0;
+        uct_rc_gdr_bounce_send_ack(bep, hdr->xfer_id, bep->rx.status);
+    }
+}
+
+
+void uct_rc_gdr_bounce_recv_get_req(uct_rc_gdr_bounce_ep_t *bep,
+                                           const uct_rc_gdr_bounce_hdr_t *hdr)
+{
+    uct_rc_gdr_iface_t *iface    = uct_rc_gdr_bounce_ep_iface(bep);
+    uct_rc_gdr_bounce_iface_t *b = iface->bounce;
+    uct_rc_gdr_bounce_xfer_t *xfer;
+    ucs_status_t status;
+    int gpu;
+
+    if ((hdr->length == 0) ||
+        (bep->num_served >= UCT_RC_GDR_BOUNCE_EP_MAX_XFERS)) {
+        ucs_error("rc_gdr: QP 0x%x: bounce get %u of %" PRIu64 " bytes "
+                  "refused (%u already served)", bep->ep->qp->qp_num,
+                  hdr->xfer_id, hdr->length, bep->num_served);
+        ++iface->stats.bounce_refused;
+        uct_rc_gdr_bounce_send_ack(bep, hdr->xfer_id,
+                                   (hdr->length == 0) ? UCS_ERR_INVALID_PARAM :
+                                   UCS_ERR_EXCEEDS_LIMIT);
+        return;
+    }
+
+    status = uct_rc_gdr_bounce_target(b, hdr->token, hdr->addr, hdr->length,
+                                      &gpu);
+    if (status != UCS_OK) {
+        ++iface->stats.bounce_refused;
+        uct_rc_gdr_bounce_send_ack(bep, hdr->xfer_id, status);
+        return;
+    }
+
+    xfer = ucs_calloc(1, sizeof(*xfer), "rc_gdr_bounce_serve");
+    if (xfer == NULL) {
+        ucs_error("rc_gdr: failed to allocate a bounce get to serve");
+        uct_rc_gdr_bounce_send_ack(bep, hdr->xfer_id, UCS_ERR_NO_MEMORY);
+        return;
+    }
+
+    xfer->bep    = bep;
+    xfer->kind   = UCT_RC_GDR_BOUNCE_SERVE_GET;
+    xfer->id     = hdr->xfer_id;
+    xfer->gpu    = gpu;
+    xfer->status = UCS_OK;
+    xfer->local  = (char*)hdr->addr;
+    xfer->length = hdr->length;
+    ++bep->num_served;
+    ucs_list_add_tail(&bep->pending_gets, &xfer->list);
+    if (ucs_list_is_only(&bep->pending_gets, &xfer->list)) {
+        uct_rc_gdr_bounce_serve_start(xfer);
+    }
+}

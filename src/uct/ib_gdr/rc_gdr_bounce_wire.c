@@ -1,0 +1,319 @@
+/**
+ * rc_gdr bounce lane: wire units and internal messages (rc_gdr_bounce_int.h
+ * has the message format). A unit posts its messages in order as credits
+ * and the send queue allow; the completions of its work requests come back
+ * through its uct_completion_t; a received message is checked here and
+ * handed to the initiator or the target side.
+ *
+ * See file LICENSE for terms.
+ */
+
+#ifdef HAVE_CONFIG_H
+#  include "config.h" /* UCX's: its log level, assertions */
+#endif
+
+#include "rc_gdr_bounce_int.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/math.h>
+
+#include <string.h>
+
+
+/* ------------------------------------------------------------------------
+ * Wire units
+ * ------------------------------------------------------------------------ */
+
+static void uct_rc_gdr_bounce_wire_done(uct_completion_t *self);
+
+
+uct_rc_gdr_bounce_wire_t *
+uct_rc_gdr_bounce_wire_new(uct_rc_gdr_bounce_ep_t *bep,
+                           uct_rc_gdr_bounce_xfer_t *xfer, uint8_t report,
+                           uint8_t type)
+{
+    uct_rc_gdr_bounce_wire_t *wire;
+
+    wire = ucs_calloc(1, sizeof(*wire), "rc_gdr_bounce_wire");
+    if (wire == NULL) {
+        ucs_error("rc_gdr: failed to allocate a bounce lane wire unit");
+        return NULL;
+    }
+
+    wire->comp.func    = uct_rc_gdr_bounce_wire_done;
+    wire->comp.count   = 1; /* the posting reference */
+    wire->comp.status  = UCS_OK;
+    wire->bep          = bep;
+    wire->xfer         = xfer;
+    wire->report       = report;
+    wire->post_status  = UCS_OK;
+    wire->hdr.type     = type;
+    if (xfer != NULL) {
+        wire->hdr.xfer_id = xfer->id;
+    }
+    ucs_list_add_tail(&bep->wires, &wire->list);
+    return wire;
+}
+
+
+void uct_rc_gdr_bounce_wire_free(uct_rc_gdr_bounce_wire_t *wire)
+{
+    if (wire->queued) {
+        ucs_list_del(&wire->sendq);
+    }
+    ucs_list_del(&wire->list);
+    ucs_free(wire);
+}
+
+
+void uct_rc_gdr_bounce_wire_enqueue(uct_rc_gdr_bounce_wire_t *wire)
+{
+    wire->queued = 1;
+    ucs_list_add_tail(&wire->bep->sendq, &wire->sendq);
+}
+
+
+void uct_rc_gdr_bounce_wire_dequeue(uct_rc_gdr_bounce_wire_t *wire)
+{
+    ucs_assert(wire->queued);
+    wire->queued = 0;
+    ucs_list_del(&wire->sendq);
+}
+
+
+/* Every work request of the unit completed and nothing more is posted */
+static void uct_rc_gdr_bounce_wire_done(uct_completion_t *self)
+{
+    uct_rc_gdr_bounce_wire_t *wire = ucs_container_of(self,
+                                                      uct_rc_gdr_bounce_wire_t,
+                                                      comp);
+    uct_rc_gdr_bounce_xfer_t *xfer = wire->xfer;
+    ucs_status_t status            = self->status;
+    uint8_t report                 = wire->report;
+    unsigned chunk                 = wire->chunk;
+
+    if (status == UCS_OK) {
+        status = wire->post_status;
+    }
+    uct_rc_gdr_bounce_wire_free(wire);
+
+    switch (report) {
+    case UCT_RC_GDR_BOUNCE_REPORT_STAGE:
+        if (status == UCS_OK) {
+            uct_rc_gdr_stage_wire_done(xfer->stage, chunk);
+        } else {
+            uct_rc_gdr_stage_wire_error(xfer->stage, chunk, status);
+        }
+        break;
+    case UCT_RC_GDR_BOUNCE_REPORT_XFER:
+        uct_rc_gdr_bounce_xfer_put_ref(xfer, status);
+        break;
+    default:
+        break;
+    }
+}
+
+
+/* Posts the next message of a unit: the header in a transmit buffer, the
+ * payload from registered memory (or copied after the header) */
+static ucs_status_t
+uct_rc_gdr_bounce_wire_post_msg(uct_rc_gdr_bounce_wire_t *wire)
+{
+    uct_rc_gdr_bounce_ep_t *bep  = wire->bep;
+    uct_rc_gdr_iface_t *iface    = uct_rc_gdr_bounce_ep_iface(bep);
+    uct_rc_gdr_bounce_iface_t *b = iface->bounce;
+    size_t length                = ucs_min(wire->length - wire->posted,
+                                           b->msg_max);
+    uct_rc_gdr_bounce_hdr_t *hdr;
+    struct ibv_send_wr wr;
+    struct ibv_sge sges[2];
+    uct_rc_gdr_op_t *op;
+    ucs_status_t status;
+    int num_sge;
+
+    status = uct_rc_gdr_ep_get_op(bep->ep, UCT_RC_GDR_OP_SEND, 1, &op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    op->comp = &wire->comp;
+    hdr  = (uct_rc_gdr_bounce_hdr_t*)(op->buf + 1);
+    *hdr = wire->hdr;
+    switch (hdr->type) {
+    case UCT_RC_GDR_BOUNCE_MSG_PUT_DATA:
+        hdr->addr  += wire->posted;
+        hdr->chunk  = wire->xfer->next_msg;
+        hdr->length = length;
+        if (wire->last && (wire->posted + length == wire->length)) {
+            hdr->flags |= UCT_RC_GDR_BOUNCE_MSG_FLAG_LAST;
+        }
+        break;
+    case UCT_RC_GDR_BOUNCE_MSG_GET_DATA:
+        hdr->addr  += wire->posted;
+        hdr->length = length;
+        break;
+    default:
+        break;
+    }
+
+    sges[0].addr   = (uintptr_t)hdr;
+    sges[0].length = sizeof(*hdr);
+    sges[0].lkey   = op->buf->lkey;
+    num_sge        = 1;
+    if (length > 0) {
+        if (wire->lkey == 0) {
+            memcpy(hdr + 1, wire->src + wire->posted, length);
+            sges[0].length += length;
+        } else {
+            sges[1].addr   = (uintptr_t)(wire->src + wire->posted);
+            sges[1].length = length;
+            sges[1].lkey   = wire->lkey;
+            num_sge        = 2;
+        }
+    }
+
+    memset(&wr, 0, sizeof(wr));
+    wr.opcode  = IBV_WR_SEND_WITH_IMM;
+    wr.sg_list = sges;
+    wr.num_sge = num_sge;
+    status     = uct_rc_gdr_ep_post_bounce(bep->ep, &wr, op, NULL);
+    if (status != UCS_OK) {
+        uct_rc_gdr_ep_release_op(op);
+        return status;
+    }
+
+    ++wire->comp.count;
+    wire->posted += length;
+    if (hdr->type == UCT_RC_GDR_BOUNCE_MSG_PUT_DATA) {
+        ++wire->xfer->next_msg;
+        if (hdr->flags & UCT_RC_GDR_BOUNCE_MSG_FLAG_LAST) {
+            wire->xfer->last_sent = 1;
+            if (bep->put_open == wire->xfer) {
+                bep->put_open = NULL;
+            }
+        }
+    }
+    ++iface->stats.bounce_msgs;
+    return UCS_OK;
+}
+
+
+/* Posts queued messages in order while the endpoint has the resources. A
+ * unit whose post fails for good stays first, marked, until the progress
+ * sweeps it: this runs inside UCT operations too, where nothing may
+ * complete. */
+void uct_rc_gdr_bounce_ep_pump(uct_rc_gdr_bounce_ep_t *bep)
+{
+    uct_rc_gdr_bounce_wire_t *wire;
+    ucs_status_t status;
+
+    if (uct_rc_gdr_bounce_ep_is_dead(bep)) {
+        return;
+    }
+
+    while (!ucs_list_is_empty(&bep->sendq)) {
+        wire = ucs_list_head(&bep->sendq, uct_rc_gdr_bounce_wire_t, sendq);
+        if (wire->post_status != UCS_OK) {
+            break;
+        }
+
+        status = uct_rc_gdr_bounce_wire_post_msg(wire);
+        if (status == UCS_ERR_NO_RESOURCE) {
+            break;
+        } else if (status != UCS_OK) {
+            wire->post_status = status;
+            break;
+        }
+
+        if (wire->posted >= wire->length) {
+            /* a work request is in flight: this cannot complete the unit */
+            uct_rc_gdr_bounce_wire_dequeue(wire);
+            uct_invoke_completion(&wire->comp, UCS_OK);
+        }
+    }
+}
+
+
+void uct_rc_gdr_bounce_send_ack(uct_rc_gdr_bounce_ep_t *bep,
+                                       uint32_t xfer_id, ucs_status_t status)
+{
+    uct_rc_gdr_bounce_wire_t *wire;
+
+    wire = uct_rc_gdr_bounce_wire_new(bep, NULL, UCT_RC_GDR_BOUNCE_REPORT_NONE,
+                                      UCT_RC_GDR_BOUNCE_MSG_ACK);
+    if (wire == NULL) {
+        return; /* the initiator's transfer fails when the QP does */
+    }
+
+    wire->hdr.xfer_id = xfer_id;
+    wire->hdr.status  = status;
+    uct_rc_gdr_bounce_wire_enqueue(wire);
+    uct_rc_gdr_bounce_ep_pump(bep);
+}
+
+
+/* ------------------------------------------------------------------------
+ * Received messages
+ * ------------------------------------------------------------------------ */
+
+void uct_rc_gdr_bounce_recv(uct_rc_gdr_iface_t *iface, uct_rc_gdr_ep_t *ep,
+                            const void *data, size_t length)
+{
+    size_t payload_len = length - sizeof(uct_rc_gdr_bounce_hdr_t);
+    uct_rc_gdr_bounce_hdr_t hdr;
+    uct_rc_gdr_bounce_ep_t *bep;
+    int ok;
+
+    if ((ep == NULL) || (length < sizeof(hdr))) {
+        ucs_error("rc_gdr: bounce message of %zu bytes from %s: dropped",
+                  length, (ep == NULL) ? "an unknown QP" : "a peer");
+        return;
+    }
+
+    memcpy(&hdr, data, sizeof(hdr));
+    switch (hdr.type) {
+    case UCT_RC_GDR_BOUNCE_MSG_PUT_DATA:
+    case UCT_RC_GDR_BOUNCE_MSG_GET_DATA:
+        ok = (hdr.length == payload_len);
+        break;
+    case UCT_RC_GDR_BOUNCE_MSG_GET_REQ:
+    case UCT_RC_GDR_BOUNCE_MSG_ACK:
+        ok = (payload_len == 0);
+        break;
+    default:
+        ok = 0;
+        break;
+    }
+    if (!ok) {
+        ucs_error("rc_gdr: QP 0x%x: malformed bounce message (type %u, "
+                  "length %" PRIu64 ", %zu bytes): dropped", ep->qp->qp_num,
+                  hdr.type, hdr.length, length);
+        return;
+    }
+
+    bep = uct_rc_gdr_bounce_ep_get(ep);
+    if ((bep == NULL) || bep->gone) {
+        return;
+    }
+
+    switch (hdr.type) {
+    case UCT_RC_GDR_BOUNCE_MSG_PUT_DATA:
+        uct_rc_gdr_bounce_recv_put_data(bep, &hdr,
+                                        UCS_PTR_BYTE_OFFSET(data,
+                                                            sizeof(hdr)));
+        break;
+    case UCT_RC_GDR_BOUNCE_MSG_GET_REQ:
+        uct_rc_gdr_bounce_recv_get_req(bep, &hdr);
+        break;
+    case UCT_RC_GDR_BOUNCE_MSG_GET_DATA:
+        uct_rc_gdr_bounce_recv_get_data(bep, &hdr,
+                                        UCS_PTR_BYTE_OFFSET(data,
+                                                            sizeof(hdr)));
+        break;
+    default:
+        uct_rc_gdr_bounce_recv_ack(bep, &hdr);
+        break;
+    }
+    uct_rc_gdr_bounce_update_stats(iface->bounce);
+}
