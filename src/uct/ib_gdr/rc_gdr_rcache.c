@@ -110,7 +110,7 @@ struct uct_rc_gdr_rcache {
      * plain store; the recursion is ours (owner and depth).
      */
     int                           lock;
-    pthread_t                     lock_owner;  /* valid while depth > 0 */
+    void                          *lock_owner; /* valid while depth > 0 */
     unsigned                      lock_depth;
 
     /*
@@ -231,18 +231,29 @@ static void uct_rc_gdr_rcache_lock_wait(uct_rc_gdr_rcache_t *rcache)
     }
 }
 
+/* What tells threads apart: the thread pointer where the compiler reads it
+   in one instruction, else the pthread id */
+static UCS_F_ALWAYS_INLINE void *uct_rc_gdr_rcache_thread_self(void)
+{
+#if defined(__x86_64__) || defined(__aarch64__)
+    return __builtin_thread_pointer();
+#else
+    return (void*)pthread_self();
+#endif
+}
+
 static UCS_F_ALWAYS_INLINE void
 uct_rc_gdr_rcache_lock_inline(uct_rc_gdr_rcache_t *rcache)
 {
-    pthread_t self = pthread_self();
-    int value      = 0;
+    void *self = uct_rc_gdr_rcache_thread_self();
+    int value  = 0;
 
     /* Another thread never sees its own id here unless it holds the lock:
        only the owner stores it, and clears the depth before letting go */
     if ((__atomic_load_n(&rcache->lock_depth, __ATOMIC_RELAXED) > 0) &&
-        pthread_equal(__atomic_load_n(&rcache->lock_owner, __ATOMIC_RELAXED),
-                      self)) {
-        ++rcache->lock_depth;
+        (__atomic_load_n(&rcache->lock_owner, __ATOMIC_RELAXED) == self)) {
+        __atomic_store_n(&rcache->lock_depth, rcache->lock_depth + 1,
+                         __ATOMIC_RELAXED);
         return;
     }
 
@@ -258,13 +269,13 @@ uct_rc_gdr_rcache_lock_inline(uct_rc_gdr_rcache_t *rcache)
 static UCS_F_ALWAYS_INLINE void
 uct_rc_gdr_rcache_unlock_inline(uct_rc_gdr_rcache_t *rcache)
 {
-    ucs_assert(rcache->lock_depth > 0);
-    if (--rcache->lock_depth > 0) {
-        return;
-    }
+    unsigned depth = rcache->lock_depth; /* ours: only we change it */
 
-    __atomic_store_n(&rcache->lock_depth, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&rcache->lock, 0, __ATOMIC_RELEASE);
+    ucs_assert(depth > 0);
+    __atomic_store_n(&rcache->lock_depth, depth - 1, __ATOMIC_RELAXED);
+    if (depth == 1) {
+        __atomic_store_n(&rcache->lock, 0, __ATOMIC_RELEASE);
+    }
 }
 
 void uct_rc_gdr_rcache_lock(uct_rc_gdr_rcache_t *rcache)
@@ -758,15 +769,15 @@ uct_rc_gdr_rcache_ref_put(uct_rc_gdr_rcache_t *rcache,
     --rcache->stats.handles;
 }
 
-uct_rc_gdr_rcache_ref_t *
-uct_rc_gdr_rcache_handle_check(uct_rc_gdr_rcache_t *rcache,
-                               uct_rc_gdr_rcache_handle_t handle)
+static UCS_F_ALWAYS_INLINE uct_rc_gdr_rcache_ref_t *
+uct_rc_gdr_rcache_handle_check_inline(uct_rc_gdr_rcache_t *rcache,
+                                      uct_rc_gdr_rcache_handle_t handle)
 {
     uint64_t index = handle & UCS_MASK(UCT_RC_GDR_RCACHE_HANDLE_INDEX_BITS);
     uct_rc_gdr_rcache_ref_t *chunk, *ref;
 
-    if ((index == 0) ||
-        (UCT_RC_GDR_RCACHE_HANDLE_GEN(handle) == 0)) {
+    if (ucs_unlikely((index == 0) ||
+                     (UCT_RC_GDR_RCACHE_HANDLE_GEN(handle) == 0))) {
         return NULL;
     }
 
@@ -774,17 +785,24 @@ uct_rc_gdr_rcache_handle_check(uct_rc_gdr_rcache_t *rcache,
     chunk = __atomic_load_n(&uct_rc_gdr_rcache_ref_chunks
                                     [index >> UCT_RC_GDR_RCACHE_REF_CHUNK_BITS],
                             __ATOMIC_ACQUIRE);
-    if (chunk == NULL) {
+    if (ucs_unlikely(chunk == NULL)) {
         return NULL;
     }
 
     ref = &chunk[index & UCS_MASK(UCT_RC_GDR_RCACHE_REF_CHUNK_BITS)];
-    if ((ref->rcache != rcache) || (ref->handle != handle) ||
-        (ref->region == NULL)) {
+    if (ucs_unlikely((ref->rcache != rcache) || (ref->handle != handle) ||
+                     (ref->region == NULL))) {
         return NULL;
     }
 
     return ref;
+}
+
+uct_rc_gdr_rcache_ref_t *
+uct_rc_gdr_rcache_handle_check(uct_rc_gdr_rcache_t *rcache,
+                               uct_rc_gdr_rcache_handle_t handle)
+{
+    return uct_rc_gdr_rcache_handle_check_inline(rcache, handle);
 }
 
 void uct_rc_gdr_rcache_region_track(uct_rc_gdr_rcache_region_t *region)
@@ -860,17 +878,12 @@ static void uct_rc_gdr_rcache_trim(uct_rc_gdr_rcache_t *rcache)
 }
 
 /*
- * Drop one reference. The last one keeps a retained region in the cache, on
- * the kept list; any other region is released and freed.
+ * The last reference went: a retained region stays in the cache, on the
+ * kept list; any other region is released and freed.
  */
-static void uct_rc_gdr_rcache_region_unref(uct_rc_gdr_rcache_t *rcache,
-                                           uct_rc_gdr_rcache_region_t *region)
+static void uct_rc_gdr_rcache_region_unref_last(uct_rc_gdr_rcache_t *rcache,
+                                                uct_rc_gdr_rcache_region_t *region)
 {
-    ucs_assert(region->refcount > 0);
-    if (--region->refcount > 0) {
-        return;
-    }
-
     if ((region->flags & (UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE |
                           UCT_RC_GDR_RCACHE_REGION_FLAG_RETAIN)) ==
         (UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE |
@@ -887,6 +900,17 @@ static void uct_rc_gdr_rcache_region_unref(uct_rc_gdr_rcache_t *rcache,
         uct_rc_gdr_rcache_tree_del(rcache, region);
     }
     uct_rc_gdr_rcache_region_destroy(rcache, region);
+}
+
+/* Drop one reference */
+static UCS_F_ALWAYS_INLINE void
+uct_rc_gdr_rcache_region_unref(uct_rc_gdr_rcache_t *rcache,
+                               uct_rc_gdr_rcache_region_t *region)
+{
+    ucs_assert(region->refcount > 0);
+    if (ucs_unlikely(--region->refcount == 0)) {
+        uct_rc_gdr_rcache_region_unref_last(rcache, region);
+    }
 }
 
 /*
@@ -1246,6 +1270,22 @@ uct_rc_gdr_rcache_region_create(uct_rc_gdr_rcache_t *rcache,
     return UCS_OK;
 }
 
+static void uct_rc_gdr_rcache_lookup_init(uct_rc_gdr_rcache_lookup_t *lookup,
+                                          uintptr_t start, uintptr_t end,
+                                          uintptr_t address, size_t length,
+                                          int mem_type, uint64_t buffer_id,
+                                          unsigned access, unsigned flags)
+{
+    lookup->start      = start;
+    lookup->end        = end;
+    lookup->addr_start = address;
+    lookup->addr_end   = address + length;
+    lookup->buffer_id  = buffer_id;
+    lookup->mem_type   = mem_type;
+    lookup->access     = access;
+    lookup->flags      = flags;
+}
+
 /* The walk: a containing region to reuse, stale ones released on the way */
 static uct_rc_gdr_rcache_region_t *
 uct_rc_gdr_rcache_lookup(uct_rc_gdr_rcache_t *rcache,
@@ -1274,22 +1314,17 @@ uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
                       unsigned access, unsigned flags,
                       uct_rc_gdr_rcache_handle_t *handle_p)
 {
+    uintptr_t addr_start = (uintptr_t)address;
     uct_rc_gdr_rcache_lookup_t lookup;
     uct_rc_gdr_rcache_region_t *region;
+    uintptr_t start, end;
     ucs_status_t status;
 
-    status = uct_rc_gdr_rcache_range_round(rcache, (uintptr_t)address, length,
-                                           &lookup.start, &lookup.end);
+    status = uct_rc_gdr_rcache_range_round(rcache, addr_start, length, &start,
+                                           &end);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
-
-    lookup.addr_start = (uintptr_t)address;
-    lookup.addr_end   = (uintptr_t)address + length;
-    lookup.buffer_id  = buffer_id;
-    lookup.mem_type   = mem_type;
-    lookup.access     = access;
-    lookup.flags      = flags;
 
     uct_rc_gdr_rcache_lock_inline(rcache);
 
@@ -1299,54 +1334,63 @@ uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
 
     /* The direct cache answers for a region in the tree that contains the
        request, with nothing of another identity overlapping it */
-    region = *uct_rc_gdr_rcache_dc_slot(rcache, lookup.start);
+    region = *uct_rc_gdr_rcache_dc_slot(rcache, start);
     if (ucs_likely((region != NULL) &&
                    ((region->flags & (UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE |
                                       UCT_RC_GDR_RCACHE_REGION_FLAG_CONTESTED))
                     == UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE) &&
-                   (region->start <= lookup.start) &&
-                   (region->end >= lookup.end) &&
-                   uct_rc_gdr_rcache_lookup_matches(&lookup, region) &&
+                   (region->start <= start) && (region->end >= end) &&
+                   (region->buffer_id == buffer_id) &&
+                   (region->mem_type == mem_type) &&
                    ((region->access & access) == access))) {
         ++rcache->stats.fast_hits;
         goto hit;
     }
 
+    uct_rc_gdr_rcache_lookup_init(&lookup, start, end, addr_start, length,
+                                  mem_type, buffer_id, access, flags);
     region = uct_rc_gdr_rcache_lookup(rcache, &lookup);
     if (region == NULL) {
-        goto miss;
+        goto miss_init;
     }
 
     /* The table may have moved if releasing stale regions re-entered */
-    *uct_rc_gdr_rcache_dc_slot(rcache, lookup.start) = region;
+    *uct_rc_gdr_rcache_dc_slot(rcache, start) = region;
 
 hit:
-    status = uct_rc_gdr_rcache_ref_get(rcache, region, lookup.addr_start,
-                                       length, handle_p);
+    status = uct_rc_gdr_rcache_ref_get(rcache, region, addr_start, length,
+                                       handle_p);
     if (ucs_unlikely(status != UCS_OK)) {
         goto out_unlock;
     }
 
-    if (region->refcount++ == 0) {
+    if (ucs_unlikely(region->refcount++ == 0)) {
         uct_rc_gdr_rcache_lru_del(rcache, region);
     }
     ++rcache->stats.hits;
-    region->used_start = ucs_min(region->used_start, lookup.addr_start);
-    region->used_end   = ucs_max(region->used_end, lookup.addr_end);
+    if (ucs_unlikely(addr_start < region->used_start)) {
+        region->used_start = addr_start;
+    }
+    if (ucs_unlikely(addr_start + length > region->used_end)) {
+        region->used_end = addr_start + length;
+    }
     ucs_trace("rcache %s: hit %p length %zu: " UCT_RC_GDR_RCACHE_REGION_FMT,
               rcache->name, address, length,
               UCT_RC_GDR_RCACHE_REGION_ARG(region));
     goto out_unlock;
 
 miss:
+    uct_rc_gdr_rcache_lookup_init(&lookup, start, end, addr_start, length,
+                                  mem_type, buffer_id, access, flags);
+miss_init:
     ++rcache->stats.misses;
     status = uct_rc_gdr_rcache_region_create(rcache, &lookup, &region);
     if (status != UCS_OK) {
         goto out_unlock;
     }
 
-    status = uct_rc_gdr_rcache_ref_get(rcache, region, lookup.addr_start,
-                                       length, handle_p);
+    status = uct_rc_gdr_rcache_ref_get(rcache, region, addr_start, length,
+                                       handle_p);
     if (status != UCS_OK) {
         if (region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE) {
             uct_rc_gdr_rcache_tree_del(rcache, region);
@@ -1357,7 +1401,7 @@ miss:
 
     region->refcount = 1;
     if (region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE) {
-        *uct_rc_gdr_rcache_dc_slot(rcache, lookup.start) = region;
+        *uct_rc_gdr_rcache_dc_slot(rcache, start) = region;
         /* The new entry may push kept ones out */
         uct_rc_gdr_rcache_trim(rcache);
     }
@@ -1379,7 +1423,7 @@ ucs_status_t uct_rc_gdr_rcache_put(uct_rc_gdr_rcache_t *rcache,
 
     uct_rc_gdr_rcache_lock_inline(rcache);
 
-    ref = uct_rc_gdr_rcache_handle_check(rcache, handle);
+    ref = uct_rc_gdr_rcache_handle_check_inline(rcache, handle);
     if (ucs_unlikely(ref == NULL)) {
         uct_rc_gdr_rcache_unlock_inline(rcache);
         ucs_error("rcache %s: put of handle 0x%lx which is not live (double"
