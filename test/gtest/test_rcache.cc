@@ -32,6 +32,7 @@ const size_t   PAGE       = 4096;
 const uint64_t PRIV_MAGIC = 0x7263616368650001ull;
 
 typedef uct_rc_gdr_rcache_region_t region_t;
+typedef uct_rc_gdr_rcache_handle_t handle_t;
 
 /*
  * ucs_error and ucs_warn messages go here instead of stderr, so a test can
@@ -123,12 +124,36 @@ protected:
     {
         uct_rc_gdr_rcache_params_t params;
 
-        params.page_size = PAGE;
-        params.priv_size = 2 * sizeof(uint64_t);
-        params.ops       = &ops;
-        params.arg       = this;
-        params.name      = "test";
+        params.page_size   = PAGE;
+        params.priv_size   = 2 * sizeof(uint64_t);
+        params.ops         = &ops;
+        params.arg         = this;
+        params.name        = "test";
+        params.max_regions = m_max_regions;
+        params.max_size    = m_max_size;
         ASSERT_EQ(UCS_OK, uct_rc_gdr_rcache_create(&params, &m_rcache));
+    }
+
+    /* A cache of these limits instead of the fixture's unlimited one */
+    void recreate(unsigned long max_regions, size_t max_size)
+    {
+        check();
+        uct_rc_gdr_rcache_destroy(m_rcache);
+        m_rcache      = NULL;
+        m_max_regions = max_regions;
+        m_max_size    = max_size;
+        create();
+    }
+
+    /* Whether a live handle of @a region asked for exactly these bytes */
+    bool exposes(region_t *region, uintptr_t address, size_t length)
+    {
+        int ret;
+
+        uct_rc_gdr_rcache_lock(m_rcache);
+        ret = uct_rc_gdr_rcache_region_exposes(region, address, length);
+        uct_rc_gdr_rcache_unlock(m_rcache);
+        return ret != 0;
     }
 
     /* The messages logged since the last call, which the test expected */
@@ -142,22 +167,63 @@ protected:
         return text.find(what) != std::string::npos;
     }
 
+    /*
+     * Tests name regions; the cache gives out handles. get() keeps each
+     * handle under its region, put() gives one of them back.
+     */
     region_t *get(uintptr_t address, size_t length, uint64_t buffer_id = 0,
-                  int mem_type = UCS_MEMORY_TYPE_HOST)
+                  int mem_type = UCS_MEMORY_TYPE_HOST, unsigned access = 0,
+                  unsigned flags = UCT_RC_GDR_RCACHE_GET_FLAG_SHARE)
     {
-        region_t *region = NULL;
+        handle_t handle = 0;
+        region_t *region;
         ucs_status_t status;
 
         status = uct_rc_gdr_rcache_get(m_rcache, (void*)address, length,
-                                       mem_type, buffer_id, &region);
+                                       mem_type, buffer_id, access, flags,
+                                       &handle);
         EXPECT_EQ(UCS_OK, status) << std::hex << address << " " << length;
+        if (status != UCS_OK) {
+            return NULL;
+        }
+
+        EXPECT_NE(0u, handle);
+        region = uct_rc_gdr_rcache_handle_ref(handle)->region;
         EXPECT_TRUE(region != NULL);
+        m_handles[region].push_back(handle);
+        m_last = handle;
         return region;
     }
 
-    void put(region_t *region)
+    /* A get whose region the cache keeps when its last handle goes */
+    region_t *get_kept(uintptr_t address, size_t length,
+                       uint64_t buffer_id = 0,
+                       int mem_type = UCS_MEMORY_TYPE_HOST,
+                       unsigned access = 0)
     {
-        EXPECT_EQ(UCS_OK, uct_rc_gdr_rcache_put(m_rcache, region));
+        return get(address, length, buffer_id, mem_type, access,
+                   UCT_RC_GDR_RCACHE_GET_FLAG_SHARE |
+                   UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN);
+    }
+
+    /* Give back the last handle got for @a region */
+    handle_t put(region_t *region)
+    {
+        std::vector<handle_t> &handles = m_handles[region];
+        handle_t handle;
+
+        EXPECT_FALSE(handles.empty()) << region;
+        if (handles.empty()) {
+            return 0;
+        }
+
+        handle = handles.back();
+        handles.pop_back();
+        if (handles.empty()) {
+            m_handles.erase(region);
+        }
+        EXPECT_EQ(UCS_OK, uct_rc_gdr_rcache_put(m_rcache, handle));
+        return handle;
     }
 
     void invalidate(uintptr_t address, size_t length)
@@ -215,6 +281,9 @@ protected:
         EXPECT_EQ(0u, region->start % PAGE);
         EXPECT_EQ(0u, region->end % PAGE);
         EXPECT_LT(region->start, region->end);
+        if (m_track) {
+            uct_rc_gdr_rcache_region_track(region);
+        }
         if (m_on_reg) {
             m_on_reg(region);
         }
@@ -251,6 +320,11 @@ protected:
 
     uct_rc_gdr_rcache_t                                      *m_rcache = NULL;
     std::map<region_t*, std::pair<uintptr_t, uintptr_t> > m_registered;
+    std::map<region_t*, std::vector<handle_t> >          m_handles;
+    handle_t                                            m_last = 0;
+    bool                                                m_track = false;
+    unsigned long                                       m_max_regions = 0;
+    size_t                                              m_max_size    = 0;
     ucs_status_t                                        m_reg_status = UCS_OK;
     unsigned                                            m_reg_calls  = 0;
     unsigned                                            m_reg_count  = 0;
@@ -266,12 +340,14 @@ const uct_rc_gdr_rcache_ops_t rcache::ops = {
 
 
 TEST_F(rcache, zero_length) {
-    region_t *region = (region_t*)0x1;
+    handle_t handle = 1;
 
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_rc_gdr_rcache_get(m_rcache, (void*)0x1000, 0,
-                                    UCS_MEMORY_TYPE_HOST, 0, &region));
-    EXPECT_EQ((region_t*)0x1, region); /* output set only on success */
+                                    UCS_MEMORY_TYPE_HOST, 0, 0,
+                                    UCT_RC_GDR_RCACHE_GET_FLAG_SHARE,
+                                    &handle));
+    EXPECT_EQ(1u, handle); /* output set only on success */
 
     std::vector<std::string> log = take_log();
     ASSERT_EQ(1u, log.size());
@@ -287,15 +363,18 @@ TEST_F(rcache, range_overflow) {
         {UINTPTR_MAX - PAGE + 1, 1},        /* rounded end is 2^64 */
         {0x1000, SIZE_MAX}
     };
+    handle_t handle;
     region_t *region;
 
     for (const auto &range : bad) {
-        region = NULL;
+        handle = 0;
         EXPECT_EQ(UCS_ERR_INVALID_PARAM,
                   uct_rc_gdr_rcache_get(m_rcache, (void*)range[0], range[1],
-                                        UCS_MEMORY_TYPE_HOST, 0, &region))
+                                        UCS_MEMORY_TYPE_HOST, 0, 0,
+                                        UCT_RC_GDR_RCACHE_GET_FLAG_SHARE,
+                                        &handle))
                 << std::hex << range[0] << " " << range[1];
-        EXPECT_TRUE(region == NULL);
+        EXPECT_EQ(0u, handle);
 
         std::vector<std::string> log = take_log();
         ASSERT_EQ(1u, log.size());
@@ -527,13 +606,16 @@ TEST_F(rcache, mem_type_changed) {
 }
 
 TEST_F(rcache, reg_failure) {
-    region_t *region = (region_t*)0x1;
+    handle_t handle = 1;
+    region_t *region;
 
     m_reg_status = UCS_ERR_IO_ERROR;
     EXPECT_EQ(UCS_ERR_IO_ERROR,
               uct_rc_gdr_rcache_get(m_rcache, (void*)0x10000, 0x1000,
-                                    UCS_MEMORY_TYPE_HOST, 0, &region));
-    EXPECT_EQ((region_t*)0x1, region);
+                                    UCS_MEMORY_TYPE_HOST, 0, 0,
+                                    UCT_RC_GDR_RCACHE_GET_FLAG_SHARE,
+                                    &handle));
+    EXPECT_EQ(1u, handle);
     EXPECT_EQ(1u, m_reg_calls);
     expect_stats(0, 0, 1, 0, 0, 0);
     EXPECT_EQ(0u, stats().live);
@@ -570,10 +652,10 @@ TEST_F(rcache, put_releases_at_zero) {
 }
 
 TEST_F(rcache, double_put) {
-    region_t *r = get(0x10000, 0x2000);
+    region_t *r     = get(0x10000, 0x2000);
+    handle_t handle = put(r);
 
-    put(r);
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_rc_gdr_rcache_put(m_rcache, r));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_rc_gdr_rcache_put(m_rcache, handle));
 
     std::vector<std::string> log = take_log();
     ASSERT_EQ(1u, log.size());
@@ -583,20 +665,45 @@ TEST_F(rcache, double_put) {
 }
 
 TEST_F(rcache, garbage_put) {
-    /* Dereferencing any of these would crash or be reported by valgrind */
-    uint64_t junk[16];
-    region_t *bad[] = {NULL, (region_t*)0x8, (region_t*)0xdead0000,
-                       (region_t*)junk};
-    region_t *r     = get(0x10000, 0x1000);
+    /* Nothing that is not a live handle of this cache is taken */
+    uct_rc_gdr_rcache_params_t params;
+    uct_rc_gdr_rcache_t *other;
+    handle_t foreign;
 
-    for (region_t *p : bad) {
-        EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_rc_gdr_rcache_put(m_rcache, p));
+    region_t *r = get(0x10000, 0x1000);
+    handle_t h  = m_last;
+
+    params.page_size   = PAGE;
+    params.priv_size   = 2 * sizeof(uint64_t);
+    params.ops         = &ops;
+    params.arg         = this;
+    params.name        = "other";
+    params.max_regions = 0;
+    params.max_size    = 0;
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_rcache_create(&params, &other));
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_rcache_get(other, (void*)0x10000, 0x1000,
+                                            UCS_MEMORY_TYPE_HOST, 0, 0,
+                                            UCT_RC_GDR_RCACHE_GET_FLAG_SHARE,
+                                            &foreign));
+
+    const handle_t bad[] = {
+        0, 1, 0xffffff, h & 0xffffff,           /* no generation */
+        h + (1ull << 24), h - (1ull << 24),     /* another generation */
+        (1ull << 24) | 0xfffffe,                /* a slot never allocated */
+        0xdeadbeef12345678ull, ~0ull, foreign   /* another cache's */
+    };
+    for (handle_t b : bad) {
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_rc_gdr_rcache_put(m_rcache, b))
+                << std::hex << b;
     }
 
-    EXPECT_EQ(4u, take_log().size());
+    EXPECT_EQ(ucs_static_array_size(bad), take_log().size());
     EXPECT_EQ(1u, r->refcount);
     expect_stats(1, 0, 1, 1, 0, 0);
     put(r);
+
+    EXPECT_EQ(UCS_OK, uct_rc_gdr_rcache_put(other, foreign));
+    uct_rc_gdr_rcache_destroy(other);
 }
 
 TEST_F(rcache, invalidate_overlapping) {
@@ -635,10 +742,11 @@ TEST_F(rcache, invalidate_overlapping) {
     /* Holders' puts free without a second dereg */
     put(a);
     put(x);
-    put(b);
+    handle_t b_handle = put(b);
     put(d);
     EXPECT_EQ(3u, m_dereg_count);
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_rc_gdr_rcache_put(m_rcache, b));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_rc_gdr_rcache_put(m_rcache, b_handle));
     EXPECT_EQ(1u, take_log().size());
     check();
 
@@ -762,6 +870,319 @@ TEST_F(rcache, reentrant_invalidate_from_reg) {
     put(old);
 }
 
+/*
+ * A handle is good for one put. Even when a later get is given the same
+ * slot (the allocator of handles reuses it, as malloc reuses an address),
+ * the old handle is refused and the new registration is untouched.
+ */
+TEST_F(rcache, stale_handle_of_reused_slot) {
+    const uint64_t index_mask = (1ull << 24) - 1;
+
+    for (bool kept : {false, true}) {
+        region_t *a     = kept ? get_kept(0x10000, 0x1000) :
+                                 get(0x10000, 0x1000);
+        handle_t stale  = put(a);
+        region_t *b     = NULL;
+        unsigned rounds = 0;
+
+        /* Register B at the same address until B's handle is in A's slot */
+        do {
+            if (b != NULL) {
+                put(b);
+            }
+            b = kept ? get_kept(0x10000, 0x1000) : get(0x10000, 0x1000);
+            ASSERT_LT(++rounds, 100000u);
+        } while ((m_last & index_mask) != (stale & index_mask));
+
+        EXPECT_NE(stale, m_last);
+        uct_rc_gdr_rcache_stats_t before = stats();
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+                  uct_rc_gdr_rcache_put(m_rcache, stale)) << kept;
+        std::vector<std::string> log = take_log();
+        ASSERT_EQ(1u, log.size());
+        EXPECT_TRUE(contains(log[0], "not live")) << log[0];
+
+        /* B intact: its registration, its reference, every counter */
+        EXPECT_TRUE(registered(b));
+        EXPECT_EQ(1u, b->refcount);
+        uct_rc_gdr_rcache_stats_t after = stats();
+        EXPECT_EQ(0, memcmp(&before, &after, sizeof(before)));
+        check();
+
+        put(b);
+        if (kept) {
+            invalidate(0x10000, 0x1000);
+        }
+        EXPECT_FALSE(registered(b));
+    }
+}
+
+/* The point of the cache: a buffer registered again and again, by users
+   that each deregister it, is registered with the NIC once */
+TEST_F(rcache, kept_registers_once) {
+    for (unsigned i = 0; i < 100; ++i) {
+        region_t *r = get_kept(0x40000 + (i % 3), 0x2000 - (i % 3));
+
+        EXPECT_EQ(1u, r->refcount);
+        put(r);
+        EXPECT_TRUE(registered(r));
+    }
+
+    uct_rc_gdr_rcache_stats_t s = stats();
+    EXPECT_EQ(1u, s.nic_regs);
+    EXPECT_EQ(0u, s.nic_deregs);
+    EXPECT_EQ(99u, s.hits);
+    EXPECT_EQ(1u, s.entries);
+    EXPECT_EQ(1u, s.cached);
+    EXPECT_EQ(0u, s.handles);
+    check();
+
+    /* Unmapped: the kept registration goes at once */
+    invalidate(0x41000, 1);
+    expect_stats(0, 99, 1, 1, 1, 1);
+    EXPECT_EQ(0u, stats().cached);
+    EXPECT_EQ(0u, stats().live);
+}
+
+/* Without RETAIN the last put releases, as before; a kept region taken
+   again leaves the kept list */
+TEST_F(rcache, kept_and_released) {
+    region_t *kept = get_kept(0x10000, 0x1000);
+    region_t *once = get(0x20000, 0x1000);
+
+    put(kept);
+    put(once);
+    EXPECT_TRUE(registered(kept));
+    EXPECT_FALSE(registered(once));
+    EXPECT_EQ(1u, stats().cached);
+
+    /* Any get may take a kept region, with or without RETAIN */
+    EXPECT_EQ(kept, get(0x10000, 0x10));
+    EXPECT_EQ(0u, stats().cached);
+    check();
+    put(kept);
+    EXPECT_EQ(1u, stats().cached);
+    invalidate(0x10000, 0x1000);
+    check();
+}
+
+/* Every get without SHARE registers for itself, and nothing is cached */
+TEST_F(rcache, private_regions) {
+    region_t *a = get(0x10000, 0x1000, 0, UCS_MEMORY_TYPE_HOST, 0, 0);
+    region_t *b = get(0x10000, 0x1000, 0, UCS_MEMORY_TYPE_HOST, 0, 0);
+    region_t *c = get(0x10000, 0x1000, 0, UCS_MEMORY_TYPE_HOST, 0,
+                      UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN);
+
+    EXPECT_NE(a, b);
+    EXPECT_NE(b, c);
+    expect_stats(0, 0, 3, 3, 0, 0);
+    EXPECT_EQ(3u, stats().live);
+    check();
+
+    /* Invalidation finds nothing to release: private regions go at put */
+    invalidate(0x10000, 0x1000);
+    expect_stats(0, 0, 3, 3, 0, 0);
+    put(a);
+    put(b);
+    put(c);
+    expect_stats(0, 0, 3, 3, 3, 0);
+    EXPECT_EQ(0u, stats().live);
+}
+
+/* A region registered with less access than asked is no hit */
+TEST_F(rcache, access_must_cover) {
+    region_t *r1 = get_kept(0x10000, 0x4000, 0, UCS_MEMORY_TYPE_HOST, 0x1);
+    region_t *r2 = get_kept(0x10000, 0x1000, 0, UCS_MEMORY_TYPE_HOST, 0x3);
+
+    EXPECT_NE(r1, r2);
+    EXPECT_EQ(0x3u, r2->access);
+    EXPECT_EQ(r2, get(0x10000, 0x100, 0, UCS_MEMORY_TYPE_HOST, 0x2));
+    region_t *h = get(0x10000, 0x100, 0, UCS_MEMORY_TYPE_HOST, 0x1);
+    EXPECT_TRUE((h == r1) || (h == r2));
+    EXPECT_EQ(r1, get(0x12000, 0x100, 0, UCS_MEMORY_TYPE_HOST, 0x1));
+    expect_stats(2, 3, 2, 2, 0, 0);
+
+    /* Less access than asked is not stale either: nothing released */
+    put(r1);
+    put(r2);
+    put(r2);
+    put(h);
+    put(r1);
+    expect_stats(2, 3, 2, 2, 0, 0);
+    EXPECT_EQ(2u, stats().cached);
+    invalidate(0x10000, 0x4000);
+}
+
+/* Kept regions beyond the count limit go, least recently used first */
+TEST_F(rcache, lru_count_limit) {
+    recreate(3, 0);
+
+    region_t *r[5];
+    for (unsigned i = 0; i < 4; ++i) {
+        r[i] = get_kept(0x100000 * (i + 1), 0x1000);
+        put(r[i]);
+    }
+
+    /* Four kept, limit three: the first went */
+    EXPECT_FALSE(registered(r[0]));
+    for (unsigned i = 1; i < 4; ++i) {
+        EXPECT_TRUE(registered(r[i])) << i;
+    }
+    EXPECT_EQ(3u, stats().entries);
+    EXPECT_EQ(1u, stats().evictions);
+
+    /* Used again, r[1] is the most recent: r[2] is the oldest now */
+    put(get_kept(0x200000, 0x10));
+    r[4] = get_kept(0x500000, 0x1000);
+    EXPECT_FALSE(registered(r[2]));
+    EXPECT_TRUE(registered(r[1]));
+    EXPECT_TRUE(registered(r[3]));
+    EXPECT_EQ(2u, stats().evictions);
+    check();
+    put(r[4]);
+    EXPECT_EQ(3u, stats().cached);
+    invalidate(0, SIZE_MAX);
+}
+
+/* The size limit counts the bytes of every entry, held or not */
+TEST_F(rcache, lru_size_limit) {
+    recreate(0, 8 * PAGE);
+
+    region_t *a = get_kept(0x100000, 4 * PAGE);
+    region_t *b = get_kept(0x200000, 4 * PAGE);
+    put(a);
+    EXPECT_TRUE(registered(a));
+
+    /* 12 pages with c: a, the only one nobody holds, goes */
+    region_t *c = get_kept(0x300000, 4 * PAGE);
+    EXPECT_FALSE(registered(a));
+    EXPECT_EQ(8 * PAGE, stats().size);
+    check();
+
+    put(b);
+    put(c);
+    EXPECT_TRUE(registered(b));
+    EXPECT_TRUE(registered(c));
+    EXPECT_EQ(2u, stats().cached);
+
+    /* One bigger than the limit alone: kept while held, gone at put */
+    region_t *d = get_kept(0x400000, 16 * PAGE);
+    EXPECT_FALSE(registered(b));
+    EXPECT_FALSE(registered(c));
+    EXPECT_TRUE(registered(d));
+    put(d);
+    EXPECT_FALSE(registered(d));
+    expect_stats(0, 0, 4, 4, 4, 0);
+    EXPECT_EQ(4u, stats().evictions);
+}
+
+/* Regions someone holds are never evicted, whatever the limits */
+TEST_F(rcache, held_never_evicted) {
+    recreate(1, 0);
+
+    region_t *r[3];
+    for (unsigned i = 0; i < 3; ++i) {
+        r[i] = get_kept(0x100000 * (i + 1), 0x1000);
+    }
+    EXPECT_EQ(3u, stats().entries);
+    for (unsigned i = 0; i < 3; ++i) {
+        EXPECT_TRUE(registered(r[i]));
+    }
+
+    put(r[0]);
+    put(r[1]);
+    put(r[2]);
+    EXPECT_FALSE(registered(r[0]));
+    EXPECT_FALSE(registered(r[1]));
+    EXPECT_TRUE(registered(r[2]));
+    EXPECT_EQ(1u, stats().entries);
+    check();
+    invalidate(0x300000, 1);
+}
+
+/*
+ * The direct cache answers repeated gets without a walk, but never for a
+ * region another allocation overlaps: there the walk finds what is stale.
+ */
+TEST_F(rcache, direct_cache_keeps_stale_check) {
+    const uintptr_t x = 0x700000;
+
+    region_t *a = get(x, 0x100, 1, UCS_MEMORY_TYPE_CUDA);
+    put(get(x, 0x100, 1, UCS_MEMORY_TYPE_CUDA));
+    EXPECT_EQ(1u, stats().fast_hits);
+
+    /* Another allocation in the same page, other bytes: both kept */
+    region_t *b = get(x + 0x200, 0x100, 2, UCS_MEMORY_TYPE_CUDA);
+    EXPECT_TRUE(registered(a));
+    EXPECT_TRUE(registered(b));
+
+    /* A again at its page: the slot of that page names A */
+    put(get(x, 0x100, 1, UCS_MEMORY_TYPE_CUDA));
+    EXPECT_TRUE(registered(b));
+
+    /* B's bytes asked for with A's identity: B's allocation was freed,
+       B is stale and released, A serves the request */
+    EXPECT_EQ(a, get(x + 0x200, 0x80, 1, UCS_MEMORY_TYPE_CUDA));
+    EXPECT_FALSE(registered(b));
+    EXPECT_EQ(1u, stats().invalidations);
+    check();
+
+    put(a);
+    put(a);
+    put(b);
+}
+
+/* 10,000 kept one-page regions: a repeated get is a direct hit */
+TEST_F(rcache, direct_cache_many) {
+    const unsigned n     = 10000;
+    const uintptr_t base = 0x100000000ull;
+
+    for (unsigned i = 0; i < n; ++i) {
+        put(get_kept(base + i * PAGE, PAGE));
+    }
+    uct_rc_gdr_rcache_stats_t before = stats();
+    for (unsigned i = 0; i < n; ++i) {
+        put(get_kept(base + ((i * 7919) % n) * PAGE + 8, 64));
+    }
+    uct_rc_gdr_rcache_stats_t after = stats();
+
+    EXPECT_EQ(n, after.entries);
+    EXPECT_EQ(n, after.hits - before.hits);
+    EXPECT_EQ(n, after.nic_regs);
+    /* Nearly all from the direct cache: a slot holds one region */
+    EXPECT_GT(after.fast_hits - before.fast_hits, n * 8 / 10);
+    check();
+    invalidate(base, n * PAGE);
+    EXPECT_EQ(0u, stats().live);
+}
+
+/* The bytes each live handle asked for: what a peer may be given */
+TEST_F(rcache, exposed_bytes) {
+    const uintptr_t x = 0x100200;
+
+    m_track     = true;
+    region_t *r = get(x, 256);
+
+    EXPECT_TRUE(exposes(r, x, 256));
+    EXPECT_TRUE(exposes(r, x + 255, 1));
+    EXPECT_TRUE(exposes(r, x + 256, 0));
+    EXPECT_FALSE(exposes(r, x - 1, 1));
+    EXPECT_FALSE(exposes(r, x + 256, 1));
+    EXPECT_FALSE(exposes(r, x, 257));
+    EXPECT_FALSE(exposes(r, r->start, 1));
+    EXPECT_FALSE(exposes(r, x + 1, UINT64_MAX));
+
+    /* A second registration in the region adds its own bytes, until put */
+    region_t *s = get(x + 0x400, 16);
+    EXPECT_EQ(r, s);
+    EXPECT_TRUE(exposes(r, x + 0x400, 16));
+    EXPECT_FALSE(exposes(r, x + 0x300, 0x110));
+    put(s);
+    EXPECT_FALSE(exposes(r, x + 0x400, 16));
+    EXPECT_TRUE(exposes(r, x, 256));
+    put(r);
+}
+
 TEST_F(rcache, stats_scenario) {
     region_t *r[4];
 
@@ -816,11 +1237,13 @@ TEST_F(rcache, bad_params) {
     uct_rc_gdr_rcache_params_t params;
     uct_rc_gdr_rcache_t *other;
 
-    params.page_size = 3000;
-    params.priv_size = 0;
-    params.ops       = &ops;
-    params.arg       = this;
-    params.name      = NULL;
+    params.page_size   = 3000;
+    params.priv_size   = 0;
+    params.ops         = &ops;
+    params.arg         = this;
+    params.name        = NULL;
+    params.max_regions = 0;
+    params.max_size    = 0;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_rc_gdr_rcache_create(&params, &other));
 
@@ -865,7 +1288,10 @@ TEST_F(rcache, random_vs_model) {
     std::vector<model_region> model;
     std::mt19937 rng(12345);
     uint64_t hits = 0, misses = 0, deregs = 0, invalidations = 0;
-    uint64_t junk[8];
+    uint64_t junk[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+
+    m_track = true; /* the handle lists are checked after every step */
+    std::vector<handle_t> put_handles;
     unsigned gets = 0, puts = 0, invals = 0;
 
     auto rnd = [&](uint64_t n) {
@@ -940,7 +1366,7 @@ TEST_F(rcache, random_vs_model) {
         } else if (op < 88) {
             size_t i = rnd(model.size());
 
-            put(model[i].ptr);
+            put_handles.push_back(put(model[i].ptr));
             if (--model[i].refs == 0) {
                 if (model[i].cached) {
                     ++deregs;
@@ -963,10 +1389,10 @@ TEST_F(rcache, random_vs_model) {
             invalidate(address, length);
             ++invals;
         } else {
-            /* A stack object, or an odd address malloc never returns */
-            region_t *bad = (rnd(2) == 0) ? (region_t*)junk :
-                            (region_t*)(uintptr_t)(base + 2 * rnd(1 << 20) +
-                                                   1);
+            /* A handle already put, or junk */
+            handle_t bad = (!put_handles.empty() && (rnd(2) == 0)) ?
+                           put_handles[rnd(put_handles.size())] :
+                           (handle_t)junk[rnd(8)] * 0x9e3779b97f4a7c15ull;
             EXPECT_EQ(UCS_ERR_INVALID_PARAM,
                       uct_rc_gdr_rcache_put(m_rcache, bad));
             EXPECT_EQ(1u, take_log().size());
@@ -1084,19 +1510,21 @@ TEST_F(rcache, threads) {
     for (unsigned t = 0; t < nthreads; ++t) {
         threads.emplace_back([this, t]() {
             std::mt19937 rng(t);
-            std::vector<region_t*> held;
+            std::vector<handle_t> held;
 
             for (unsigned i = 0; i < iters; ++i) {
                 /* Half private pages, half shared with the other threads */
                 uintptr_t address = ((i % 2) ? 0x100000 : 0x200000 * (t + 2)) +
                                     (rng() % 32) * PAGE;
-                region_t *r;
+                handle_t h;
 
                 if (uct_rc_gdr_rcache_get(m_rcache, (void*)address,
                                           1 + rng() % (4 * PAGE),
-                                          UCS_MEMORY_TYPE_HOST, 0,
-                                          &r) == UCS_OK) {
-                    held.push_back(r);
+                                          UCS_MEMORY_TYPE_HOST, 0, 0,
+                                          ((i % 4) == 0) ? 0 :
+                                          UCT_RC_GDR_RCACHE_GET_FLAG_SHARE,
+                                          &h) == UCS_OK) {
+                    held.push_back(h);
                 }
                 if ((held.size() > 8) || (rng() % 3 == 0)) {
                     size_t k = rng() % held.size();
@@ -1110,8 +1538,8 @@ TEST_F(rcache, threads) {
                 }
             }
 
-            for (region_t *r : held) {
-                EXPECT_EQ(UCS_OK, uct_rc_gdr_rcache_put(m_rcache, r));
+            for (handle_t h : held) {
+                EXPECT_EQ(UCS_OK, uct_rc_gdr_rcache_put(m_rcache, h));
             }
         });
     }

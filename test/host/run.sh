@@ -103,6 +103,23 @@ test_info_tool_without_hardware() {
     [ "$rc" = 2 ]
 }
 
+# The registration cache's knobs are in UCX's configuration table.
+test_rcache_knobs_listed() {
+    local out
+    out=$(LD_PRELOAD=$PLUGIN ucx_info -c) || return 1
+    echo "$out" | grep '^UCX_RC_GDR_RCACHE' &&
+        echo "$out" | grep -q '^UCX_RC_GDR_RCACHE=try$' &&
+        echo "$out" | grep -q '^UCX_RC_GDR_RCACHE_MAX_SIZE=' &&
+        echo "$out" | grep -q '^UCX_RC_GDR_RCACHE_MAX_REGIONS='
+}
+
+# UCX_MEM_EVENTS=no (what runs under valgrind set): the memory domain opens
+# over the stand-in verbs device, host memory uncached, said in one line.
+test_md_without_memory_events() {
+    UCX_MEM_EVENTS=no "$B/test/gtest/gtest_rc_gdr" \
+        --gtest_filter='md.opens_without_memory_events:md.stale*:md.host_access*'
+}
+
 run_test module_registers_in_matching_ucx     test_registers_in_matching_ucx
 run_test module_found_by_plugin_path_alone    test_plugin_path_alone
 run_test no_release_test_outside_glue         test_no_release_test_outside_glue
@@ -110,6 +127,8 @@ run_test module_refuses_other_ucx_release     test_refuses_other_ucx
 run_test module_refuses_other_patch_release   test_refuses_other_patch_release
 run_test module_loads_without_rdma_or_cuda    test_loads_without_hardware
 run_test info_tool_says_why_without_hardware  test_info_tool_without_hardware
+run_test rcache_knobs_in_ucx_config           test_rcache_knobs_listed
+run_test md_opens_without_memory_events       test_md_without_memory_events
 
 rm -rf "$LOG"
 echo "$PASSED passed, $FAILED failed"

@@ -120,6 +120,15 @@ perftest_uct() {
     [ "$rc" = 0 ] && grep -q '^Final:' "$LOG/client.$port"
 }
 
+# Without memory events (UCX_MEM_EVENTS=no, what a run under valgrind sets)
+# the rc_gdr md still opens (host memory uncached), so a UCT perftest that
+# opens every md works over rc_verbs and over rc_gdr.
+test_no_mem_events() {
+    UCX_MEM_EVENTS=no perftest_uct -x rc_verbs -t put_bw -D zcopy -s 65536 \
+        -n 100 &&
+        UCX_MEM_EVENTS=no perftest_uct -t put_bw -D zcopy -s 65536 -n 100
+}
+
 # ucx_perftest at UCP level, server on rxe0 and client on rxe1 (the traffic
 # crosses the veth); rc_gdr must be the lane UCP chose and must have posted
 # work, with rc_verbs absent from UCX_TLS.
@@ -334,6 +343,7 @@ run_test perftest_uct_get_bcopy     perftest_uct -t get -D bcopy -s 8192 -n 200
 run_test perftest_uct_am_bw_bcopy   perftest_uct -t am_bw -D bcopy -s 8192 -n 200
 run_test perftest_uct_am_lat        perftest_uct -t am_lat -s 8 -n 500
 run_test perftest_uct_put_lat       perftest_uct -t put_lat -s 8 -n 500
+run_test perftest_uct_without_mem_events test_no_mem_events
 run_test perftest_ucp_tag_bw        perftest_ucp -t tag_bw -s 65536 -n 100
 run_test perftest_ucp_tag_lat       perftest_ucp -t tag_lat -s 8 -n 200
 run_test perftest_ucp_put_bw        perftest_ucp -t ucp_put_bw -s 65536 -n 100

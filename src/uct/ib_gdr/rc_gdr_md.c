@@ -2,9 +2,13 @@
  * rc_gdr memory domain.
  *
  * mem_reg goes through the registration cache (rc_gdr_rcache.c): the memh a
- * user gets back is a cache region, shared by every registration that it
- * contains, and released when the last reference goes or the memory is
- * unmapped, whichever comes first.
+ * user gets back is a cache handle of its own, on a region that every
+ * registration it contains shares. Where the md learns when memory goes away
+ * (unmap events for host memory; buffer IDs, and free hooks when they could
+ * be installed, for CUDA memory), a region nobody holds stays cached for the
+ * next registration, within UCX_RC_GDR_RCACHE_MAX_SIZE/_MAX_REGIONS; where
+ * it does not, each registration is private and released at its
+ * deregistration.
  */
 
 #ifndef _GNU_SOURCE
@@ -28,6 +32,10 @@
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
+
+
+/* Unmap events reach the md after UCP's cache (500), like UCX's mds */
+#define UCT_RC_GDR_MD_EVENT_PRIORITY 1000
 
 
 ucs_config_field_t uct_rc_gdr_md_config_table[] = {
@@ -72,6 +80,26 @@ ucs_config_field_t uct_rc_gdr_md_config_table[] = {
      "off must use GPUDirect RDMA, else opening the memory domain fails, "
      "naming the failing check.",
      ucs_offsetof(uct_rc_gdr_md_config_t, require), UCS_CONFIG_TYPE_STRING},
+
+    {"RCACHE", "try",
+     "Registration cache: keep registrations nobody holds for reuse, where "
+     "the memory domain learns when memory goes away (unmap events for host "
+     "memory, buffer IDs and free hooks for CUDA memory). try: host memory "
+     "uncached when memory events are missing (UCX_MEM_EVENTS=no, valgrind); "
+     "yes: opening fails then; no: every registration is its own.",
+     ucs_offsetof(uct_rc_gdr_md_config_t, rcache), UCS_CONFIG_TYPE_TERNARY},
+
+    {"RCACHE_MAX_SIZE", "16G",
+     "Registration cache: total size of cached regions beyond which those "
+     "nobody holds are released, least recently used first.",
+     ucs_offsetof(uct_rc_gdr_md_config_t, rcache_max_size),
+     UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"RCACHE_MAX_REGIONS", "65536",
+     "Registration cache: number of cached regions beyond which those nobody "
+     "holds are released, least recently used first.",
+     ucs_offsetof(uct_rc_gdr_md_config_t, rcache_max_regions),
+     UCS_CONFIG_TYPE_ULUNITS},
 
     {NULL}
 };
@@ -140,17 +168,18 @@ void uct_rc_gdr_md_close(uct_md_h tl_md)
 {
     uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
 
-    if (md->num_gpus > 0) {
+    if (md->cuda_events) {
         rc_gdr_ucm_cuda_unset_free_handler(uct_rc_gdr_md_cuda_freed, md);
     }
-    ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, uct_rc_gdr_md_vm_unmapped,
-                            md);
+    if (md->mem_events) {
+        ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED,
+                                uct_rc_gdr_md_vm_unmapped, md);
+    }
     uct_rc_gdr_rcache_destroy(md->rcache);
     ucs_free(md->gpus);
     ibv_dealloc_pd(md->pd);
     ibv_close_device(md->ibv_ctx);
     kh_destroy_inplace(uct_rc_gdr_token, &md->tokens);
-    pthread_mutex_destroy(&md->token_lock);
     ucs_free(md);
 }
 
@@ -216,7 +245,9 @@ ucs_status_t uct_rc_gdr_md_reg_internal(uct_rc_gdr_md_t *md, void *address,
 {
     struct ibv_mr *mr;
 
-    mr = ibv_reg_mr(md->pd, address, length, md->mr_access);
+    /* Sources of sends and writes need no access flag; destinations of
+     * reads need local write. No peer ever names these buffers. */
+    mr = ibv_reg_mr(md->pd, address, length, IBV_ACCESS_LOCAL_WRITE);
     if (mr == NULL) {
         ucs_error("rc_gdr: %s: ibv_reg_mr(%p, %zu) failed: %m", md->name,
                   address, length);
@@ -228,23 +259,56 @@ ucs_status_t uct_rc_gdr_md_reg_internal(uct_rc_gdr_md_t *md, void *address,
 }
 
 
-/* Access a GPU registration grants: only the directions the gate allows,
- * so the NIC itself enforces the policy. */
+/*
+ * Access a GPU registration grants: only the directions the gate allows, so
+ * the NIC itself enforces the policy. An atomic reads as well as writes.
+ * (Writes into a GPU that needs a read-flush are never GDR without reads:
+ * uct_rc_gdr_md_open_gpus() bounces them, so the flush read has its access.)
+ */
 static int uct_rc_gdr_md_gpu_access(const uct_rc_gdr_md_gpu_t *gpu)
 {
+    int writes = UCT_RC_GDR_LANE_IS_GDR(
+            gpu->lane[UCT_RC_GDR_DIR_NIC_WRITES_GPU]);
+    int reads  = UCT_RC_GDR_LANE_IS_GDR(
+            gpu->lane[UCT_RC_GDR_DIR_NIC_READS_GPU]);
     int access = 0;
 
-    if (UCT_RC_GDR_LANE_IS_GDR(gpu->lane[UCT_RC_GDR_DIR_NIC_WRITES_GPU])) {
-        access |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                  IBV_ACCESS_REMOTE_ATOMIC;
+    if (writes) {
+        access |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
     }
-    /* Writes into a GPU that needs a read-flush are followed by a read of
-     * a few bytes of this memory: the NIC must be able to make it even when
-     * bulk reads bounce (the rkey's NO_READ flag keeps them off the NIC). */
-    if (UCT_RC_GDR_LANE_IS_GDR(gpu->lane[UCT_RC_GDR_DIR_NIC_READS_GPU]) ||
-        (gpu->flush_read &&
-         UCT_RC_GDR_LANE_IS_GDR(gpu->lane[UCT_RC_GDR_DIR_NIC_WRITES_GPU]))) {
+    if (reads) {
         access |= IBV_ACCESS_REMOTE_READ;
+    }
+    if (reads && writes) {
+        access |= IBV_ACCESS_REMOTE_ATOMIC;
+    }
+    return access;
+}
+
+
+/*
+ * Verbs access of host memory from UCT's access flags: what the user asked
+ * for, nothing more. No access flag at all means all of them (UCT users that
+ * predate the flags pass none). Remote writes and atomics need local write.
+ */
+static unsigned uct_rc_gdr_md_host_access(unsigned flags)
+{
+    unsigned access = 0;
+
+    if (!(flags & UCT_MD_MEM_ACCESS_ALL)) {
+        flags |= UCT_MD_MEM_ACCESS_ALL;
+    }
+    if (flags & UCT_MD_MEM_ACCESS_LOCAL_WRITE) {
+        access |= IBV_ACCESS_LOCAL_WRITE;
+    }
+    if (flags & UCT_MD_MEM_ACCESS_REMOTE_PUT) {
+        access |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    }
+    if (flags & UCT_MD_MEM_ACCESS_REMOTE_GET) {
+        access |= IBV_ACCESS_REMOTE_READ;
+    }
+    if (flags & UCT_MD_MEM_ACCESS_REMOTE_ATOMIC) {
+        access |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
     }
     return access;
 }
@@ -317,20 +381,20 @@ static ucs_status_t uct_rc_gdr_md_reg_dmabuf(uct_rc_gdr_md_t *md,
 
 
 /*
- * Makes a region reachable by peers' bounce-lane messages. @a token 0: a
- * fresh one (a bounce registration has no NIC key to offer); otherwise the
- * region's NIC key, which its rkey already carries.
+ * Makes registered bytes reachable by peers' bounce-lane messages, under the
+ * cache lock. @a token 0: a fresh one for the registration @a handle (a
+ * bounce registration has no NIC key to offer); otherwise the NIC key of
+ * @a region, which its rkey already carries.
  */
 static ucs_status_t uct_rc_gdr_md_token_add(uct_rc_gdr_md_t *md,
+                                            uint32_t token,
+                                            uct_rc_gdr_rcache_handle_t handle,
                                             uct_rc_gdr_rcache_region_t *region,
-                                            uct_rc_gdr_mr_t *gdr_mr,
-                                            uint32_t token)
+                                            uint32_t *token_p)
 {
-    ucs_status_t status = UCS_OK;
     khiter_t iter;
     int ret;
 
-    pthread_mutex_lock(&md->token_lock);
     if (token == 0) {
         do {
             token = ++md->next_token;
@@ -341,17 +405,28 @@ static ucs_status_t uct_rc_gdr_md_token_add(uct_rc_gdr_md_t *md,
 
     iter = kh_put(uct_rc_gdr_token, &md->tokens, token, &ret);
     if (ret == -1) {
-        status = UCS_ERR_NO_MEMORY;
+        ucs_error("rc_gdr: %s: failed to add a bounce token", md->name);
+        return UCS_ERR_NO_MEMORY;
     } else if (ret == 0) {
         ucs_error("rc_gdr: %s: NIC key 0x%x is already a bounce token",
                   md->name, token);
-        status = UCS_ERR_ALREADY_EXISTS;
-    } else {
-        kh_value(&md->tokens, iter) = region;
-        gdr_mr->token               = token;
+        return UCS_ERR_ALREADY_EXISTS;
     }
-    pthread_mutex_unlock(&md->token_lock);
-    return status;
+
+    kh_value(&md->tokens, iter).handle = handle;
+    kh_value(&md->tokens, iter).region = region;
+    *token_p                           = token;
+    return UCS_OK;
+}
+
+
+static void uct_rc_gdr_md_token_del(uct_rc_gdr_md_t *md, uint32_t token)
+{
+    khiter_t iter = kh_get(uct_rc_gdr_token, &md->tokens, token);
+
+    if (iter != kh_end(&md->tokens)) {
+        kh_del(uct_rc_gdr_token, &md->tokens, iter);
+    }
 }
 
 
@@ -359,28 +434,56 @@ ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint32_t token,
                                          uint64_t address, size_t length,
                                          int *gpu_p)
 {
+    const char *why                    = "an unknown";
     uct_rc_gdr_rcache_region_t *region = NULL;
     ucs_status_t status                = UCS_ERR_INVALID_ADDR;
+    uct_rc_gdr_token_target_t target;
+    uct_rc_gdr_rcache_ref_t *ref;
+    uct_rc_gdr_mr_t *gdr_mr;
     khiter_t iter;
+    int inside;
 
-    pthread_mutex_lock(&md->token_lock);
+    uct_rc_gdr_rcache_lock(md->rcache);
     iter = kh_get(uct_rc_gdr_token, &md->tokens, token);
-    if (iter != kh_end(&md->tokens)) {
-        region = kh_value(&md->tokens, iter);
-        if ((address >= region->start) && (address <= region->end) &&
-            (length <= region->end - address)) {
-            *gpu_p = ((uct_rc_gdr_mr_t*)
-                      uct_rc_gdr_rcache_region_priv(region))->gpu;
+    if (iter == kh_end(&md->tokens)) {
+        goto out_unlock;
+    }
+
+    /* The bytes registered, not the pages around them: small allocations
+     * share pages, and a containing region serves registrations of other
+     * bytes too */
+    target = kh_value(&md->tokens, iter);
+    if (target.handle != 0) {
+        ref    = uct_rc_gdr_rcache_handle_check(md->rcache, target.handle);
+        region = (ref == NULL) ? NULL : ref->region;
+        inside = (ref != NULL) && (address >= ref->address) &&
+                 (address - ref->address <= ref->length) &&
+                 (length <= ref->length - (address - ref->address));
+    } else {
+        region = target.region;
+        inside = uct_rc_gdr_rcache_region_exposes(region, address, length);
+    }
+
+    if (region != NULL) {
+        gdr_mr = uct_rc_gdr_rcache_region_priv(region);
+        if (!gdr_mr->registered) {
+            /* Memory freed under a live registration released it */
+            why = "the freed memory of a";
+        } else if (!inside) {
+            why = "bytes outside the registration of its";
+        } else {
+            *gpu_p = gdr_mr->gpu;
             status = UCS_OK;
         }
     }
-    pthread_mutex_unlock(&md->token_lock);
+
+out_unlock:
+    uct_rc_gdr_rcache_unlock(md->rcache);
 
     if (status != UCS_OK) {
         ucs_error("rc_gdr: %s: a peer named %s bounce key 0x%x for "
-                  "0x%" PRIx64 "+%zu: refused", md->name,
-                  (region == NULL) ? "an unknown" : "a range outside its",
-                  token, address, length);
+                  "0x%" PRIx64 "+%zu: refused", md->name, why, token,
+                  address, length);
     }
     return status;
 }
@@ -445,12 +548,11 @@ uct_rc_gdr_md_region_reg_gpu(uct_rc_gdr_md_t *md,
         break;
     default:
         /* A bounce registration succeeds without a NIC key, and says so in
-         * its rkey: the bounce lane moves this memory. */
-        status = uct_rc_gdr_md_token_add(md, region, gdr_mr, 0);
-        if (status == UCS_OK) {
-            ++md->stats.bounce_regs;
-        }
-        return status;
+         * its rkey: the bounce lane moves this memory. Each registration of
+         * it gets a token of its own (uct_rc_gdr_md_mem_reg). */
+        gdr_mr->registered = 1;
+        ++md->stats.bounce_regs;
+        return UCS_OK;
     }
 
     gdr_mr->rkey_flags |= UCT_RC_GDR_RKEY_FLAG_NIC;
@@ -465,14 +567,17 @@ uct_rc_gdr_md_region_reg_gpu(uct_rc_gdr_md_t *md,
      * the region by its NIC key. */
     if (gdr_mr->rkey_flags & (UCT_RC_GDR_RKEY_FLAG_NO_READ |
                               UCT_RC_GDR_RKEY_FLAG_NO_WRITE)) {
-        status = uct_rc_gdr_md_token_add(md, region, gdr_mr,
-                                         gdr_mr->mr->rkey);
+        uct_rc_gdr_rcache_region_track(region);
+        status = uct_rc_gdr_md_token_add(md, gdr_mr->mr->rkey, 0, region,
+                                         &gdr_mr->token);
         if (status != UCS_OK) {
             ibv_dereg_mr(gdr_mr->mr);
             gdr_mr->mr = NULL;
             return status;
         }
     }
+
+    gdr_mr->registered = 1;
     return UCS_OK;
 }
 
@@ -482,23 +587,35 @@ uct_rc_gdr_md_region_reg(void *arg, uct_rc_gdr_rcache_region_t *region)
 {
     uct_rc_gdr_md_t *md     = arg;
     uct_rc_gdr_mr_t *gdr_mr = uct_rc_gdr_rcache_region_priv(region);
-    ucs_status_t status;
 
     if (region->mem_type != UCS_MEMORY_TYPE_HOST) {
         return uct_rc_gdr_md_region_reg_gpu(md, region, gdr_mr);
     }
 
-    status = uct_rc_gdr_md_reg_internal(md, (void*)region->start,
-                                        region->end - region->start,
-                                        &gdr_mr->mr);
-    if (status != UCS_OK) {
-        return status;
+    /* The access the registration asked for (uct_rc_gdr_md_host_access):
+     * a get needing more registers anew */
+    gdr_mr->mr = ibv_reg_mr(md->pd, (void*)region->start,
+                            region->end - region->start, region->access);
+    if (gdr_mr->mr == NULL) {
+        ucs_error("rc_gdr: %s: ibv_reg_mr(%p, %zu, access 0x%x) failed: %m",
+                  md->name, (void*)region->start, region->end - region->start,
+                  region->access);
+        return (errno == ENOMEM) ? UCS_ERR_NO_MEMORY : UCS_ERR_IO_ERROR;
     }
 
+    /* What the NIC refuses, peers are told not to try: the flush read
+     * skips memory it may not read */
     gdr_mr->rkey_flags = UCT_RC_GDR_RKEY_FLAG_NIC;
+    if (!(region->access & IBV_ACCESS_REMOTE_READ)) {
+        gdr_mr->rkey_flags |= UCT_RC_GDR_RKEY_FLAG_NO_READ;
+    }
+    if (!(region->access & IBV_ACCESS_REMOTE_WRITE)) {
+        gdr_mr->rkey_flags |= UCT_RC_GDR_RKEY_FLAG_NO_WRITE;
+    }
     gdr_mr->lane       = UCT_RC_GDR_LANE_GDR_PEERMEM; /* direct NIC access */
     gdr_mr->gpu        = -1;
     gdr_mr->token      = 0;
+    gdr_mr->registered = 1;
     ++md->stats.host_regs;
     return UCS_OK;
 }
@@ -509,16 +626,15 @@ uct_rc_gdr_md_region_dereg(void *arg, uct_rc_gdr_rcache_region_t *region)
 {
     uct_rc_gdr_mr_t *gdr_mr = uct_rc_gdr_rcache_region_priv(region);
     uct_rc_gdr_md_t *md     = arg;
-    khiter_t iter;
     int ret;
 
+    /* Under the cache lock: no peer request passes the token check after
+     * this, and the per-registration tokens of a bounce registration see
+     * it released */
+    gdr_mr->registered = 0;
+    ++md->stats.deregs;
     if (gdr_mr->token != 0) {
-        pthread_mutex_lock(&md->token_lock);
-        iter = kh_get(uct_rc_gdr_token, &md->tokens, gdr_mr->token);
-        if (iter != kh_end(&md->tokens)) {
-            kh_del(uct_rc_gdr_token, &md->tokens, iter);
-        }
-        pthread_mutex_unlock(&md->token_lock);
+        uct_rc_gdr_md_token_del(md, gdr_mr->token);
         gdr_mr->token = 0;
     }
 
@@ -545,9 +661,13 @@ ucs_status_t uct_rc_gdr_md_reg(uct_md_h tl_md, void *address, size_t length,
                                uint64_t flags, uct_mem_h *memh_p)
 {
     uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
+    uct_rc_gdr_rcache_handle_t handle;
     uct_rc_gdr_cuda_mem_info_t info;
-    uct_rc_gdr_rcache_region_t *region;
+    uct_rc_gdr_rcache_ref_t *ref;
+    uct_rc_gdr_mr_t *gdr_mr;
+    unsigned access, cache_flags;
     ucs_status_t status;
+    uint32_t token;
 
     info.mem_type  = UCS_MEMORY_TYPE_HOST;
     info.buffer_id = 0;
@@ -563,13 +683,42 @@ ucs_status_t uct_rc_gdr_md_reg(uct_md_h tl_md, void *address, size_t length,
         }
     }
 
+    /* Host memory gets the access asked for; GPU memory what the direction
+     * policy allows, the same for every registration of it */
+    if (info.mem_type == UCS_MEMORY_TYPE_HOST) {
+        access      = uct_rc_gdr_md_host_access(flags);
+        cache_flags = md->rcache_host_flags;
+    } else {
+        access      = 0;
+        cache_flags = md->rcache_gpu_flags;
+    }
+
     status = uct_rc_gdr_rcache_get(md->rcache, address, length,
-                                   info.mem_type, info.buffer_id, &region);
+                                   info.mem_type, info.buffer_id, access,
+                                   cache_flags, &handle);
     if (status != UCS_OK) {
         return status;
     }
 
-    *memh_p = region;
+    /* A bounce registration: a token for these bytes alone, which its
+     * rkey carries instead of a NIC key (the lane is set once, at the
+     * region's registration) */
+    ref    = uct_rc_gdr_rcache_handle_ref(handle);
+    gdr_mr = uct_rc_gdr_rcache_region_priv(ref->region);
+    if (gdr_mr->lane == UCT_RC_GDR_LANE_BOUNCE) {
+        uct_rc_gdr_rcache_lock(md->rcache);
+        status = uct_rc_gdr_md_token_add(md, 0, handle, NULL, &token);
+        if (status == UCS_OK) {
+            ref->priv = token;
+        }
+        uct_rc_gdr_rcache_unlock(md->rcache);
+        if (status != UCS_OK) {
+            uct_rc_gdr_rcache_put(md->rcache, handle);
+            return status;
+        }
+    }
+
+    *memh_p = (uct_mem_h)(uintptr_t)handle;
     return UCS_OK;
 }
 
@@ -578,6 +727,9 @@ ucs_status_t
 uct_rc_gdr_md_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_params_t *params)
 {
     uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
+    uct_rc_gdr_rcache_handle_t handle;
+    uct_rc_gdr_rcache_ref_t *ref;
+    ucs_status_t status;
 
     if (!(params->field_mask & UCT_MD_MEM_DEREG_FIELD_MEMH) ||
         (params->memh == UCT_MEM_HANDLE_NULL)) {
@@ -590,7 +742,17 @@ uct_rc_gdr_md_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_params_t *params)
         return UCS_ERR_UNSUPPORTED;
     }
 
-    return uct_rc_gdr_rcache_put(md->rcache, params->memh);
+    /* The handle's generation tells a live registration from a stale or
+     * repeated one; the cache refuses the latter and touches nothing */
+    handle = (uintptr_t)params->memh;
+    uct_rc_gdr_rcache_lock(md->rcache);
+    ref = uct_rc_gdr_rcache_handle_check(md->rcache, handle);
+    if ((ref != NULL) && (ref->priv != 0)) {
+        uct_rc_gdr_md_token_del(md, ref->priv);
+    }
+    status = uct_rc_gdr_rcache_put(md->rcache, handle);
+    uct_rc_gdr_rcache_unlock(md->rcache);
+    return status;
 }
 
 
@@ -647,20 +809,32 @@ ucs_status_t uct_rc_gdr_md_stats_query(uct_md_h tl_md,
                                        uct_rc_gdr_md_stats_t *stats)
 {
     uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
+    size_t size         = stats->size;
     uct_rc_gdr_rcache_stats_t rcache;
+    uct_rc_gdr_md_stats_t all;
 
-    if (stats->size != sizeof(*stats)) {
+    /* A caller built before fields were appended gets the ones it knows */
+    if ((size > sizeof(*stats)) || (size < sizeof(uint64_t)) ||
+        (size % sizeof(uint64_t))) {
         return UCS_ERR_INVALID_PARAM; /* a caller built for another layout */
     }
 
     uct_rc_gdr_rcache_stats(md->rcache, &rcache);
-    *stats               = md->stats;
-    stats->size          = sizeof(*stats);
-    stats->cache_hits    = rcache.hits;
-    stats->cache_entries = rcache.entries;
-    stats->invalidations = rcache.invalidations;
-    stats->num_gpus      = md->num_gpus;
-    stats->emulated_gpu  = md->emulated_gpu;
+    uct_rc_gdr_rcache_lock(md->rcache);
+    all                 = md->stats;
+    uct_rc_gdr_rcache_unlock(md->rcache);
+    all.size            = size;
+    all.cache_hits      = rcache.hits;
+    all.cache_entries   = rcache.entries;
+    all.invalidations   = rcache.invalidations;
+    all.num_gpus        = md->num_gpus;
+    all.emulated_gpu    = md->emulated_gpu;
+    all.cache_misses    = rcache.misses;
+    all.cache_kept      = rcache.cached;
+    all.cache_evictions = rcache.evictions;
+    all.host_cache      = md->rcache_host_flags;
+    all.gpu_cache       = md->rcache_gpu_flags;
+    memcpy(stats, &all, size);
     return UCS_OK;
 }
 
@@ -668,11 +842,26 @@ ucs_status_t uct_rc_gdr_md_stats_query(uct_md_h tl_md,
 ucs_status_t uct_rc_gdr_md_pack(uct_md_h tl_md, uct_mem_h memh,
                                 void *rkey_buffer)
 {
-    uct_rc_gdr_mr_t *gdr_mr = uct_rc_gdr_memh_mr(memh);
+    uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
+    uct_rc_gdr_rcache_ref_t *ref;
+    uct_rc_gdr_mr_t *gdr_mr;
     uct_rc_gdr_rkey_t rkey;
 
-    rkey.rkey  = (gdr_mr->mr == NULL) ? gdr_mr->token : gdr_mr->mr->rkey;
+    uct_rc_gdr_rcache_lock(md->rcache);
+    ref = uct_rc_gdr_rcache_handle_check(md->rcache, (uintptr_t)memh);
+    if (ref == NULL) {
+        uct_rc_gdr_rcache_unlock(md->rcache);
+        ucs_error("rc_gdr: %s: mkey_pack of memory handle %p which is not a"
+                  " live registration", md->name, memh);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    /* A bounce registration's key is its own token: the bytes registered */
+    gdr_mr     = uct_rc_gdr_rcache_region_priv(ref->region);
+    rkey.rkey  = (gdr_mr->mr == NULL) ? (uint32_t)ref->priv :
+                                        gdr_mr->mr->rkey;
     rkey.flags = gdr_mr->rkey_flags;
+    uct_rc_gdr_rcache_unlock(md->rcache);
     uct_rc_gdr_rkey_pack(&rkey, rkey_buffer);
     return UCS_OK;
 }
@@ -733,6 +922,47 @@ uct_rc_gdr_md_gate_config(const uct_rc_gdr_md_config_t *config,
             return status; /* the parser named the value */
         }
     }
+    return UCS_OK;
+}
+
+
+/*
+ * NIC writes into a GPU that needs a read-flush are visible only after the
+ * NIC reads it; where the direction policy forbids NIC reads, its
+ * registrations carry no remote read (least access), so such writes take the
+ * bounce lane too, said in one line. UCX_RC_GDR_REQUIRE=gdr refuses instead.
+ */
+static ucs_status_t
+uct_rc_gdr_md_gpu_flush_lane(uct_rc_gdr_md_t *md, uct_rc_gdr_md_gpu_t *gpu,
+                             const char *gpu_name,
+                             const uct_rc_gdr_gate_config_t *gate_config)
+{
+    if (!gpu->flush_read ||
+        !UCT_RC_GDR_LANE_IS_GDR(gpu->lane[UCT_RC_GDR_DIR_NIC_WRITES_GPU]) ||
+        UCT_RC_GDR_LANE_IS_GDR(gpu->lane[UCT_RC_GDR_DIR_NIC_READS_GPU])) {
+        return UCS_OK;
+    }
+
+    if (gate_config->require == UCT_RC_GDR_REQUIRE_GDR) {
+        ucs_error("rc_gdr: %s <-> %s NIC-writes-GPU refused: writes into %s "
+                  "need a read-flush and %s keeps the NIC from reading it; "
+                  "HINT: %s=no does not combine with %s=gdr on this GPU",
+                  gpu_name, md->name, gpu_name, UCT_RC_GDR_KNOB_NIC_READS_GPU,
+                  UCT_RC_GDR_KNOB_NIC_READS_GPU, UCT_RC_GDR_KNOB_REQUIRE);
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    if (gpu->lane[UCT_RC_GDR_DIR_NIC_READS_GPU] == UCT_RC_GDR_LANE_REFUSED) {
+        gpu->lane[UCT_RC_GDR_DIR_NIC_WRITES_GPU] = UCT_RC_GDR_LANE_REFUSED;
+    } else {
+        gpu->lane[UCT_RC_GDR_DIR_NIC_WRITES_GPU] = UCT_RC_GDR_LANE_BOUNCE;
+    }
+    ucs_diag("rc_gdr: %s <-> %s NIC-writes-GPU uses the %s lane: writes into "
+             "%s need a read-flush and %s=no keeps the NIC from reading it",
+             gpu_name, md->name,
+             (gpu->lane[UCT_RC_GDR_DIR_NIC_WRITES_GPU] ==
+              UCT_RC_GDR_LANE_BOUNCE) ? "bounce" : "no",
+             gpu_name, UCT_RC_GDR_KNOB_NIC_READS_GPU);
     return UCS_OK;
 }
 
@@ -801,6 +1031,12 @@ uct_rc_gdr_md_open_gpus(uct_rc_gdr_md_t *md,
         ucs_debug("rc_gdr: %s: writes into %s %s a read-flush (%s)", md->name,
                   gpu.name, md->gpus[ordinal].flush_read ? "need" :
                   "do not need", uct_rc_gdr_flush_why_str(flush_why));
+
+        status = uct_rc_gdr_md_gpu_flush_lane(md, &md->gpus[ordinal],
+                                              gpu.name, &gate_config);
+        if (status != UCS_OK) {
+            goto out;
+        }
     }
 
     md->num_gpus = count;
@@ -813,6 +1049,90 @@ out:
         md->gpus = NULL;
     }
     return status;
+}
+
+
+/* Whether memory hooks may be installed: UCX_MEM_EVENTS=no (what a run
+ * under valgrind sets) turns off ours as well as UCX's */
+static int uct_rc_gdr_md_hooks_allowed(void)
+{
+    return ucm_global_opts.enable_events;
+}
+
+
+/*
+ * How far the registration cache may go, from what tells the md that memory
+ * went away (doc/DESIGN.md section 2): host memory is shared and kept only with
+ * unmap events, GPU memory on its buffer IDs (checked at every
+ * registration), the CUDA free hooks releasing freed memory at once when
+ * they can be installed. One line says what came of it.
+ */
+static ucs_status_t
+uct_rc_gdr_md_open_events(uct_rc_gdr_md_t *md,
+                          const uct_rc_gdr_md_config_t *md_config)
+{
+    const unsigned cached = UCT_RC_GDR_RCACHE_GET_FLAG_SHARE |
+                            UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN;
+    ucs_status_t status, cuda_status = UCS_ERR_UNSUPPORTED;
+    ucs_log_level_t level = UCS_LOG_LEVEL_DEBUG;
+    char host[128], gpu[128];
+
+    if (md_config->rcache == UCS_NO) {
+        ucs_debug("rc_gdr: %s: registration cache off (UCX_RC_GDR_RCACHE=no):"
+                  " every registration is its own", md->name);
+        return UCS_OK;
+    }
+
+    status = ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED,
+                                   UCT_RC_GDR_MD_EVENT_PRIORITY,
+                                   uct_rc_gdr_md_vm_unmapped, md);
+    if (status == UCS_OK) {
+        md->mem_events        = 1;
+        md->rcache_host_flags = cached;
+        ucs_snprintf_zero(host, sizeof(host), "cached (unmap events)");
+    } else if (md_config->rcache == UCS_YES) {
+        ucs_error("rc_gdr: %s: UCX_RC_GDR_RCACHE=yes, but memory unmap events"
+                  " are not available (%s; UCX_MEM_EVENTS=%s): set "
+                  "UCX_RC_GDR_RCACHE=try to run without caching host memory",
+                  md->name, ucs_status_string(status),
+                  ucm_global_opts.enable_events ? "yes" : "no");
+        return status;
+    } else {
+        level = UCS_LOG_LEVEL_DIAG;
+        ucs_snprintf_zero(host, sizeof(host),
+                          "uncached: no memory unmap events (%s%s)",
+                          ucs_status_string(status),
+                          ucm_global_opts.enable_events ? "" :
+                          ", UCX_MEM_EVENTS=no");
+    }
+
+    if (md->num_gpus > 0) {
+        /* The buffer-ID check on every registration keeps a reused address
+         * off a stale MR; the hooks release the MR of freed memory at once
+         * instead of when the cache evicts it. */
+        md->rcache_gpu_flags = cached;
+        if (uct_rc_gdr_md_hooks_allowed()) {
+            cuda_status = rc_gdr_ucm_cuda_install();
+            if (cuda_status == UCS_OK) {
+                cuda_status = rc_gdr_ucm_cuda_set_free_handler(
+                        uct_rc_gdr_md_cuda_freed, md);
+            }
+        }
+        md->cuda_events = (cuda_status == UCS_OK);
+        ucs_snprintf_zero(gpu, sizeof(gpu), "cached by buffer ID%s%s%s",
+                          md->cuda_events ? " and free hooks" :
+                          ", no free hooks (",
+                          md->cuda_events ? "" :
+                          ucs_status_string(cuda_status),
+                          md->cuda_events ? "" : ")");
+    } else {
+        ucs_snprintf_zero(gpu, sizeof(gpu), "none");
+    }
+
+    ucs_log(level, "rc_gdr: %s: registration cache: host memory %s, GPU "
+            "memory %s; up to %lu regions, %zu bytes kept", md->name, host,
+            gpu, md_config->rcache_max_regions, md_config->rcache_max_size);
+    return UCS_OK;
 }
 
 
@@ -836,6 +1156,8 @@ ucs_status_t uct_rc_gdr_md_open(uct_component_t *component,
                                 const uct_md_config_t *config,
                                 uct_md_h *md_p)
 {
+    const uct_rc_gdr_md_config_t *md_config =
+            ucs_derived_of(config, uct_rc_gdr_md_config_t);
     uct_rc_gdr_rcache_params_t rcache_params;
     struct ibv_device **devices, *device;
     uct_rc_gdr_md_t *md;
@@ -849,11 +1171,8 @@ ucs_status_t uct_rc_gdr_md_open(uct_component_t *component,
 
     md->super.ops       = &uct_rc_gdr_md_ops;
     md->super.component = &uct_rc_gdr_component;
-    md->mr_access       = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                          IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
     md->stats.size      = sizeof(md->stats);
     md->next_token      = (uint32_t)ucs_generate_uuid((uintptr_t)md);
-    pthread_mutex_init(&md->token_lock, NULL);
     kh_init_inplace(uct_rc_gdr_token, &md->tokens);
     ucs_strncpy_zero(md->name, md_name, sizeof(md->name));
 
@@ -891,45 +1210,26 @@ ucs_status_t uct_rc_gdr_md_open(uct_component_t *component,
         goto err_close_device;
     }
 
-    status = uct_rc_gdr_md_open_gpus(md,
-                                     ucs_derived_of(config,
-                                                    uct_rc_gdr_md_config_t));
+    status = uct_rc_gdr_md_open_gpus(md, md_config);
     if (status != UCS_OK) {
         goto err_dealloc_pd;
     }
 
-    rcache_params.page_size = ucs_get_page_size();
-    rcache_params.priv_size = sizeof(uct_rc_gdr_mr_t);
-    rcache_params.ops       = &uct_rc_gdr_md_rcache_ops;
-    rcache_params.arg       = md;
-    rcache_params.name      = md->name;
+    rcache_params.page_size   = ucs_get_page_size();
+    rcache_params.priv_size   = sizeof(uct_rc_gdr_mr_t);
+    rcache_params.ops         = &uct_rc_gdr_md_rcache_ops;
+    rcache_params.arg         = md;
+    rcache_params.name        = md->name;
+    rcache_params.max_regions = md_config->rcache_max_regions;
+    rcache_params.max_size    = md_config->rcache_max_size;
     status = uct_rc_gdr_rcache_create(&rcache_params, &md->rcache);
     if (status != UCS_OK) {
         goto err_free_gpus;
     }
 
-    status = ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 1000,
-                                   uct_rc_gdr_md_vm_unmapped, md);
+    status = uct_rc_gdr_md_open_events(md, md_config);
     if (status != UCS_OK) {
-        ucs_error("rc_gdr: cannot subscribe to memory unmap events: %s",
-                  ucs_status_string(status));
         goto err_destroy_rcache;
-    }
-
-    if (md->num_gpus > 0) {
-        /* Without hooks, the buffer-ID check on every registration still
-         * keeps a reused address off a stale MR; the hooks release the MR
-         * of freed memory at once instead of at its last deregistration. */
-        status = rc_gdr_ucm_cuda_install();
-        if (status == UCS_OK) {
-            status = rc_gdr_ucm_cuda_set_free_handler(uct_rc_gdr_md_cuda_freed,
-                                                      md);
-        }
-        if (status != UCS_OK) {
-            ucs_diag("rc_gdr: %s: no CUDA free events (%s): registrations of "
-                     "freed GPU memory are released at deregistration",
-                     md->name, ucs_status_string(status));
-        }
     }
 
     ibv_free_device_list(devices);
@@ -948,7 +1248,6 @@ err_free_list:
     ibv_free_device_list(devices);
 err_free_md:
     kh_destroy_inplace(uct_rc_gdr_token, &md->tokens);
-    pthread_mutex_destroy(&md->token_lock);
     ucs_free(md);
     return status;
 }

@@ -29,6 +29,10 @@ typedef struct uct_rc_gdr_md_config {
     char            *reg_methods;
     char            *bounce;
     char            *require;
+    /* The registration cache */
+    int             rcache;         /* ucs_ternary_auto_value_t */
+    size_t          rcache_max_size;
+    unsigned long   rcache_max_regions;
 } uct_rc_gdr_md_config_t;
 
 
@@ -39,12 +43,26 @@ typedef struct uct_rc_gdr_mr {
     uint8_t           rkey_flags;   /* UCT_RC_GDR_RKEY_FLAG_xx */
     uint8_t           lane;         /* uct_rc_gdr_lane_t; host memory: GDR */
     int8_t            gpu;          /* CUDA ordinal, -1 for host memory */
-    uint32_t          token;        /* bounce registrations: what the rkey
-                                       carries instead of a NIC key */
+    uint8_t           registered;   /* 0 once released (memory freed) */
+    uint32_t          token;        /* one-direction GPU memory: its NIC key,
+                                       which peers name to bounce the other
+                                       direction; 0 otherwise */
 } uct_rc_gdr_mr_t;
 
 
-KHASH_MAP_INIT_INT(uct_rc_gdr_token, uct_rc_gdr_rcache_region_t*);
+/*
+ * What a bounce token names: the registration (cache handle) whose exact
+ * bytes a peer may reach, for a bounce registration, whose token is its own;
+ * or, for a one-direction region whose NIC key is the token, the region:
+ * then the bytes of any live registration of it.
+ */
+typedef struct uct_rc_gdr_token_target {
+    uct_rc_gdr_rcache_handle_t handle;  /* 0: a region's NIC key */
+    uct_rc_gdr_rcache_region_t *region;
+} uct_rc_gdr_token_target_t;
+
+
+KHASH_MAP_INIT_INT(uct_rc_gdr_token, uct_rc_gdr_token_target_t);
 
 
 /* What the gate decided for one GPU seen from this md's NIC. */
@@ -66,6 +84,13 @@ typedef struct uct_rc_gdr_md_stats {
     uint64_t          invalidations;
     uint64_t          num_gpus;
     uint64_t          emulated_gpu; /* 1: the stand-in CUDA driver */
+    /* Appended later: a caller built for the fields above gets those */
+    uint64_t          cache_misses;
+    uint64_t          cache_kept;   /* cached regions nobody holds */
+    uint64_t          cache_evictions; /* kept ones released for limits */
+    uint64_t          deregs;       /* registrations released */
+    uint64_t          host_cache;   /* UCT_RC_GDR_RCACHE_GET_FLAG_xx of */
+    uint64_t          gpu_cache;    /* host and of GPU memory */
 } uct_rc_gdr_md_stats_t;
 
 
@@ -76,24 +101,33 @@ typedef struct uct_rc_gdr_md {
     struct ibv_device_attr    dev_attr;
     char                      name[UCT_MD_NAME_MAX];
     uct_rc_gdr_rcache_t       *rcache;
-    int                       mr_access;   /* ibv_access_flags of every MR */
+    /* UCT_RC_GDR_RCACHE_GET_FLAG_xx for host and for GPU memory: shared
+     * and kept only where the md learns when the memory goes away */
+    unsigned                  rcache_host_flags;
+    unsigned                  rcache_gpu_flags;
+    int                       mem_events;  /* subscribed to unmap events */
+    int                       cuda_events; /* CUDA free hooks installed */
     int                       num_gpus;    /* 0: no CUDA driver or GPU */
     uct_rc_gdr_md_gpu_t       *gpus;       /* by CUDA ordinal */
     int                       emulated_gpu;
     uct_rc_gdr_md_stats_t     stats;
-    /* Bounce registrations by token: a peer's bounce-lane request names
-     * one, and is served only inside that registration. */
-    pthread_mutex_t           token_lock;
+    /* What a peer's bounce-lane request may name, by token; served only
+     * inside the bytes registered. Under the cache lock, which every
+     * change of a registration holds. */
     khash_t(uct_rc_gdr_token) tokens;
     uint32_t                  next_token;
 } uct_rc_gdr_md_t;
 
 
-/* The memh handed to UCT users is the cache region. */
+/*
+ * The memh handed to UCT users is a cache handle, one per registration; its
+ * region carries the NIC registration. Unchecked: for memory handles a user
+ * holds (a stale one is refused by mem_dereg, not here).
+ */
 static inline uct_rc_gdr_mr_t *uct_rc_gdr_memh_mr(uct_mem_h memh)
 {
     return (uct_rc_gdr_mr_t*)uct_rc_gdr_rcache_region_priv(
-            (uct_rc_gdr_rcache_region_t*)memh);
+            uct_rc_gdr_rcache_handle_ref((uintptr_t)memh)->region);
 }
 
 
@@ -105,14 +139,16 @@ static inline uint32_t uct_rc_gdr_memh_lkey(uct_mem_h memh)
 }
 
 
-/* Registers a buffer the transport itself owns (bounce buffers, staging). */
+/* Registers a buffer the transport itself owns and only the local NIC
+ * touches (staging buffers): local write access, nothing remote. */
 ucs_status_t uct_rc_gdr_md_reg_internal(uct_rc_gdr_md_t *md, void *address,
                                         size_t length, struct ibv_mr **mr_p);
 
 /**
- * Validates a bounce-lane target named by a peer: @a token must be a live
- * bounce registration of this md and [address, address + length) inside it.
- * On success *gpu_p is the CUDA ordinal of the memory.
+ * Validates a bounce-lane target named by a peer: @a token must name a live
+ * registration of this md and [address, address + length) lie inside the
+ * bytes it registered (not the page-rounded region around them). On success
+ * *gpu_p is the CUDA ordinal of the memory.
  *
  * @return UCS_OK, or UCS_ERR_INVALID_ADDR (logged: the peer sent a stale or
  *         corrupt key or address).

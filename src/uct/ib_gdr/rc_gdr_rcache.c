@@ -6,13 +6,15 @@
 
 #include "rc_gdr_rcache.h"
 
-#include <ucs/datastruct/khash.h>
+#include <ucs/arch/bitops.h>
 #include <ucs/debug/assert.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include "rc_gdr_glue_math.h"
 
+#include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,16 +22,45 @@
 /* The md's private area starts on this boundary after the region */
 #define UCT_RC_GDR_RCACHE_PRIV_ALIGN 16
 
+/* Regions start on a cache line: a hit touches the first one */
+#define UCT_RC_GDR_RCACHE_REGION_ALIGN 64
+
 #define UCT_RC_GDR_RCACHE_REGION_SIZE \
     ucs_align_up_pow2(sizeof(uct_rc_gdr_rcache_region_t), \
                       UCT_RC_GDR_RCACHE_PRIV_ALIGN)
 
+/* Regions are carved from blocks of this many, kept until destroy */
+#define UCT_RC_GDR_RCACHE_REGIONS_PER_BLOCK 64
+
+/* Attempts before a waiter for the lock yields, and the pause between */
+#define UCT_RC_GDR_RCACHE_LOCK_SPINS 100
+#if defined(__x86_64__)
+#  define UCT_RC_GDR_RCACHE_CPU_RELAX() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#  define UCT_RC_GDR_RCACHE_CPU_RELAX() __asm__ __volatile__("yield")
+#else
+#  define UCT_RC_GDR_RCACHE_CPU_RELAX() do {} while (0)
+#endif
+
+/* Direct cache: log2 of its slots, first and largest */
+#define UCT_RC_GDR_RCACHE_DC_MIN_BITS 6
+#define UCT_RC_GDR_RCACHE_DC_MAX_BITS 22
+
+#define UCT_RC_GDR_RCACHE_REF_CHUNK_SIZE \
+    UCS_BIT(UCT_RC_GDR_RCACHE_REF_CHUNK_BITS)
+
+#define UCT_RC_GDR_RCACHE_HANDLE_GEN(_handle) \
+    ((_handle) >> UCT_RC_GDR_RCACHE_HANDLE_INDEX_BITS)
+
+#define UCT_RC_GDR_RCACHE_HANDLE_GEN_MASK \
+    UCS_MASK(64 - UCT_RC_GDR_RCACHE_HANDLE_INDEX_BITS)
+
 #define UCT_RC_GDR_RCACHE_REGION_FMT \
-    "region %p [0x%lx..0x%lx) buffer %lu type %d refcount %u"
+    "region %p [0x%lx..0x%lx) buffer %lu type %d access 0x%x refcount %u"
 
 #define UCT_RC_GDR_RCACHE_REGION_ARG(_region) \
     (_region), (_region)->start, (_region)->end, (_region)->buffer_id, \
-    (_region)->mem_type, (_region)->refcount
+    (_region)->mem_type, (_region)->access, (_region)->refcount
 
 
 enum {
@@ -38,16 +69,33 @@ enum {
     /* ops->mem_reg succeeded and ops->mem_dereg was not called yet */
     UCT_RC_GDR_RCACHE_REGION_FLAG_REGISTERED = UCS_BIT(1),
     /* Out of the tree, on a list whose registrations are being released */
-    UCT_RC_GDR_RCACHE_REGION_FLAG_RELEASING  = UCS_BIT(2)
+    UCT_RC_GDR_RCACHE_REGION_FLAG_RELEASING  = UCS_BIT(2),
+    /* Stays cached when its last handle goes */
+    UCT_RC_GDR_RCACHE_REGION_FLAG_RETAIN     = UCS_BIT(3),
+    /* Without handles, on the kept (LRU) list */
+    UCT_RC_GDR_RCACHE_REGION_FLAG_IN_LRU     = UCS_BIT(4),
+    /* A region of another allocation identity overlaps it (now or once):
+       a get must walk the tree, where stale regions are found */
+    UCT_RC_GDR_RCACHE_REGION_FLAG_CONTESTED  = UCS_BIT(5),
+    /* Its handles are listed in region->refs */
+    UCT_RC_GDR_RCACHE_REGION_FLAG_TRACKED    = UCS_BIT(6)
 };
 
 
 /*
- * Every region a put may still name, keyed by its address. put checks
- * membership here before it touches the pointer, so a double or stale put is
- * answered with an error instead of a use-after-free.
+ * One slot of the direct cache: the region a get for a range starting on
+ * some page found last. Nothing clears a slot: region memory is kept until
+ * destroy, so a slot always names readable memory, and a hit takes only a
+ * region that is in the tree and serves the request, whatever put it in the
+ * slot.
  */
-KHASH_SET_INIT_INT64(uct_rc_gdr_rcache_live)
+typedef uct_rc_gdr_rcache_region_t *uct_rc_gdr_rcache_dc_slot_t;
+
+
+/* A block of regions, carved when the free list runs dry */
+typedef struct uct_rc_gdr_rcache_block {
+    struct uct_rc_gdr_rcache_block *next;
+} uct_rc_gdr_rcache_block_t;
 
 
 struct uct_rc_gdr_rcache {
@@ -56,9 +104,14 @@ struct uct_rc_gdr_rcache {
      * ops->mem_dereg (ibv_dereg_mr) may free memory, and the free hook calls
      * invalidate on this thread. A mutex rather than a spinlock: it is held
      * across ops->mem_reg, which pins pages in the kernel and may take
-     * milliseconds for a large buffer.
+     * milliseconds for a large buffer; a waiter spins briefly, then gives
+     * its CPU away until the lock is free. A hit takes the lock twice (get
+     * and put), so taking it is one atomic exchange and letting it go a
+     * plain store; the recursion is ours (owner and depth).
      */
-    pthread_mutex_t               lock;
+    int                           lock;
+    void                          *lock_owner; /* valid while depth > 0 */
+    unsigned                      lock_depth;
 
     /*
      * The lookup structure: an AVL tree of regions keyed by (start, end,
@@ -71,10 +124,35 @@ struct uct_rc_gdr_rcache {
      */
     uct_rc_gdr_rcache_region_t    *root;
 
-    khash_t(uct_rc_gdr_rcache_live) live;
+    /*
+     * In front of the tree, a direct-mapped cache keyed by the first page of
+     * a request: a repeated get costs one probe instead of a walk. It only
+     * answers for regions no other allocation identity overlaps (the walk
+     * is where stale regions are found), and at least half of its slots are
+     * free for the entries.
+     */
+    uct_rc_gdr_rcache_dc_slot_t   *dc;
+    unsigned                      dc_bits;
+    unsigned                      page_shift;
+
+    ucs_list_link_t               lru;       /* kept regions, oldest first */
+    ucs_list_link_t               regions;   /* every live region */
+    uct_rc_gdr_rcache_region_t    *free_regions;
+    uct_rc_gdr_rcache_block_t     *blocks;
+    size_t                        region_size;
+
+    /* Handle slots of this cache waiting for reuse, the last one freed
+       first (it is in the CPU cache), its generation one higher: a stale
+       handle matches again only after 2^40 reuses of its slot */
+    uct_rc_gdr_rcache_ref_t       *free_refs;
+    unsigned                      *chunks;   /* indexes of the slot chunks */
+    unsigned                      num_chunks;
+
     uct_rc_gdr_rcache_stats_t     stats;
     size_t                        page_size;
     size_t                        priv_size;
+    unsigned long                 max_regions;
+    size_t                        max_size;
     const uct_rc_gdr_rcache_ops_t *ops;
     void                          *arg;
     char                          *name;
@@ -89,6 +167,8 @@ typedef struct {
     uintptr_t                  addr_end;
     uint64_t                   buffer_id;
     int                        mem_type;
+    unsigned                   access;
+    unsigned                   flags;      /* UCT_RC_GDR_RCACHE_GET_FLAG_xx */
     uct_rc_gdr_rcache_region_t *hit;
     uct_rc_gdr_rcache_region_t *stale;     /* list by next_release */
 } uct_rc_gdr_rcache_lookup_t;
@@ -103,17 +183,109 @@ typedef void (*uct_rc_gdr_rcache_visit_func_t)(
 typedef struct {
     uct_rc_gdr_rcache_region_t *prev;
     uint64_t                   count;
+    uint64_t                   size;
 } uct_rc_gdr_rcache_check_ctx_t;
 
 
-static void uct_rc_gdr_rcache_lock(uct_rc_gdr_rcache_t *rcache)
+/*
+ * Handle slots of every cache of the process. A cache takes whole chunks and
+ * gives them back at destroy, each slot's generation raised, so a handle
+ * outlives neither its put nor its cache. Chunks are never freed: a stale
+ * handle always points at a slot, never at freed memory.
+ */
+uct_rc_gdr_rcache_ref_t *
+uct_rc_gdr_rcache_ref_chunks[UCT_RC_GDR_RCACHE_REF_CHUNKS_MAX];
+
+static struct {
+    pthread_mutex_t lock;
+    unsigned        count;      /* chunks allocated */
+    unsigned        *free;      /* indexes of chunks no cache owns */
+    unsigned        num_free;
+} uct_rc_gdr_rcache_ref_pool = {
+    .lock = PTHREAD_MUTEX_INITIALIZER
+};
+
+
+/* The lock is held by another thread: spin a little, then yield the CPU
+   between attempts (the holder may be pinning pages for milliseconds) */
+static void uct_rc_gdr_rcache_lock_wait(uct_rc_gdr_rcache_t *rcache)
 {
-    pthread_mutex_lock(&rcache->lock);
+    int spins = 0;
+    int value;
+
+    for (;;) {
+        if (__atomic_load_n(&rcache->lock, __ATOMIC_RELAXED) == 0) {
+            value = 0;
+            if (__atomic_compare_exchange_n(&rcache->lock, &value, 1, 0,
+                                            __ATOMIC_ACQUIRE,
+                                            __ATOMIC_RELAXED)) {
+                return;
+            }
+        }
+
+        if (++spins < UCT_RC_GDR_RCACHE_LOCK_SPINS) {
+            UCT_RC_GDR_RCACHE_CPU_RELAX();
+        } else {
+            sched_yield();
+        }
+    }
 }
 
-static void uct_rc_gdr_rcache_unlock(uct_rc_gdr_rcache_t *rcache)
+/* What tells threads apart: the thread pointer where the compiler reads it
+   in one instruction, else the pthread id */
+static UCS_F_ALWAYS_INLINE void *uct_rc_gdr_rcache_thread_self(void)
 {
-    pthread_mutex_unlock(&rcache->lock);
+#if defined(__x86_64__) || defined(__aarch64__)
+    return __builtin_thread_pointer();
+#else
+    return (void*)pthread_self();
+#endif
+}
+
+static UCS_F_ALWAYS_INLINE void
+uct_rc_gdr_rcache_lock_inline(uct_rc_gdr_rcache_t *rcache)
+{
+    void *self = uct_rc_gdr_rcache_thread_self();
+    int value  = 0;
+
+    /* Another thread never sees its own id here unless it holds the lock:
+       only the owner stores it, and clears the depth before letting go */
+    if ((__atomic_load_n(&rcache->lock_depth, __ATOMIC_RELAXED) > 0) &&
+        (__atomic_load_n(&rcache->lock_owner, __ATOMIC_RELAXED) == self)) {
+        __atomic_store_n(&rcache->lock_depth, rcache->lock_depth + 1,
+                         __ATOMIC_RELAXED);
+        return;
+    }
+
+    if (ucs_unlikely(!__atomic_compare_exchange_n(&rcache->lock, &value, 1,
+                                                  0, __ATOMIC_ACQUIRE,
+                                                  __ATOMIC_RELAXED))) {
+        uct_rc_gdr_rcache_lock_wait(rcache);
+    }
+    __atomic_store_n(&rcache->lock_owner, self, __ATOMIC_RELAXED);
+    __atomic_store_n(&rcache->lock_depth, 1, __ATOMIC_RELAXED);
+}
+
+static UCS_F_ALWAYS_INLINE void
+uct_rc_gdr_rcache_unlock_inline(uct_rc_gdr_rcache_t *rcache)
+{
+    unsigned depth = rcache->lock_depth; /* ours: only we change it */
+
+    ucs_assert(depth > 0);
+    __atomic_store_n(&rcache->lock_depth, depth - 1, __ATOMIC_RELAXED);
+    if (depth == 1) {
+        __atomic_store_n(&rcache->lock, 0, __ATOMIC_RELEASE);
+    }
+}
+
+void uct_rc_gdr_rcache_lock(uct_rc_gdr_rcache_t *rcache)
+{
+    uct_rc_gdr_rcache_lock_inline(rcache);
+}
+
+void uct_rc_gdr_rcache_unlock(uct_rc_gdr_rcache_t *rcache)
+{
+    uct_rc_gdr_rcache_unlock_inline(rcache);
 }
 
 /* Total order of the tree: regions may share a start, and even a range */
@@ -328,11 +500,23 @@ static void uct_rc_gdr_rcache_tree_contain(uct_rc_gdr_rcache_region_t *node,
 static void uct_rc_gdr_rcache_tree_add(uct_rc_gdr_rcache_t *rcache,
                                        uct_rc_gdr_rcache_region_t *region)
 {
-    rcache->root    = uct_rc_gdr_rcache_tree_insert(rcache->root, region);
-    region->flags  |= UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE;
+    rcache->root   = uct_rc_gdr_rcache_tree_insert(rcache->root, region);
+    region->flags |= UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE;
     ++rcache->stats.entries;
+    rcache->stats.size += region->end - region->start;
 }
 
+static void uct_rc_gdr_rcache_lru_del(uct_rc_gdr_rcache_t *rcache,
+                                      uct_rc_gdr_rcache_region_t *region)
+{
+    if (region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_IN_LRU) {
+        ucs_list_del(&region->lru);
+        region->flags &= ~UCT_RC_GDR_RCACHE_REGION_FLAG_IN_LRU;
+        --rcache->stats.cached;
+    }
+}
+
+/* Out of every lookup: the tree, the direct cache, the kept list */
 static void uct_rc_gdr_rcache_tree_del(uct_rc_gdr_rcache_t *rcache,
                                        uct_rc_gdr_rcache_region_t *region)
 {
@@ -341,25 +525,308 @@ static void uct_rc_gdr_rcache_tree_del(uct_rc_gdr_rcache_t *rcache,
     region->left   = NULL;
     region->right  = NULL;
     --rcache->stats.entries;
+    rcache->stats.size -= region->end - region->start;
+    uct_rc_gdr_rcache_lru_del(rcache, region);
 }
 
-static int uct_rc_gdr_rcache_is_live(uct_rc_gdr_rcache_t *rcache,
-                                     const uct_rc_gdr_rcache_region_t *region)
+
+/* A new region, zeroed, from the cache's free list */
+static uct_rc_gdr_rcache_region_t *
+uct_rc_gdr_rcache_region_alloc(uct_rc_gdr_rcache_t *rcache)
 {
-    return kh_get(uct_rc_gdr_rcache_live, &rcache->live,
-                  (uintptr_t)region) != kh_end(&rcache->live);
+    const size_t header = UCT_RC_GDR_RCACHE_REGION_ALIGN;
+    uct_rc_gdr_rcache_region_t *region;
+    uct_rc_gdr_rcache_block_t *block;
+    unsigned i;
+    int ret;
+
+    if (rcache->free_regions == NULL) {
+        ret = ucs_posix_memalign((void**)&block,
+                                 UCT_RC_GDR_RCACHE_REGION_ALIGN,
+                                 header + UCT_RC_GDR_RCACHE_REGIONS_PER_BLOCK *
+                                 rcache->region_size, "rc_gdr_rcache_regions");
+        if (ret != 0) {
+            ucs_error("rcache %s: failed to allocate regions", rcache->name);
+            return NULL;
+        }
+
+        block->next    = rcache->blocks;
+        rcache->blocks = block;
+        for (i = 0; i < UCT_RC_GDR_RCACHE_REGIONS_PER_BLOCK; ++i) {
+            region = UCS_PTR_BYTE_OFFSET(block,
+                                         header + i * rcache->region_size);
+            region->flags        = 0;
+            region->left         = rcache->free_regions;
+            rcache->free_regions = region;
+        }
+    }
+
+    region               = rcache->free_regions;
+    rcache->free_regions = region->left;
+    memset(region, 0, rcache->region_size);
+    ucs_list_add_tail(&rcache->regions, &region->list);
+    ++rcache->stats.live;
+    return region;
 }
 
-static void uct_rc_gdr_rcache_live_del(uct_rc_gdr_rcache_t *rcache,
-                                       uct_rc_gdr_rcache_region_t *region)
+/* No longer live: out of the list of regions, not counted */
+static void uct_rc_gdr_rcache_region_forget(uct_rc_gdr_rcache_t *rcache,
+                                            uct_rc_gdr_rcache_region_t *region)
 {
-    khiter_t iter;
-
-    iter = kh_get(uct_rc_gdr_rcache_live, &rcache->live, (uintptr_t)region);
-    ucs_assert(iter != kh_end(&rcache->live));
-    kh_del(uct_rc_gdr_rcache_live, &rcache->live, iter);
+    ucs_list_del(&region->list);
     --rcache->stats.live;
 }
+
+/* Back to the free list; the memory stays readable for the direct cache */
+static void uct_rc_gdr_rcache_region_recycle(uct_rc_gdr_rcache_t *rcache,
+                                             uct_rc_gdr_rcache_region_t *region)
+{
+    ucs_assert(!(region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE));
+    region->flags        = 0;
+    region->left         = rcache->free_regions;
+    rcache->free_regions = region;
+}
+
+
+/* Give the cache another chunk of handle slots */
+static ucs_status_t uct_rc_gdr_rcache_ref_grow(uct_rc_gdr_rcache_t *rcache)
+{
+    uct_rc_gdr_rcache_ref_t *chunk, *ref;
+    unsigned index, i, *chunks;
+    ucs_status_t status = UCS_OK;
+
+    chunks = ucs_realloc(rcache->chunks,
+                         (rcache->num_chunks + 1) * sizeof(*chunks),
+                         "rc_gdr_rcache_chunks");
+    if (chunks == NULL) {
+        ucs_error("rcache %s: failed to allocate handle chunks",
+                  rcache->name);
+        return UCS_ERR_NO_MEMORY;
+    }
+    rcache->chunks = chunks;
+
+    pthread_mutex_lock(&uct_rc_gdr_rcache_ref_pool.lock);
+    if (uct_rc_gdr_rcache_ref_pool.num_free > 0) {
+        index = uct_rc_gdr_rcache_ref_pool.free[
+                --uct_rc_gdr_rcache_ref_pool.num_free];
+    } else if (uct_rc_gdr_rcache_ref_pool.count <
+               UCT_RC_GDR_RCACHE_REF_CHUNKS_MAX - 1) {
+        index = uct_rc_gdr_rcache_ref_pool.count;
+        chunk = ucs_calloc(UCT_RC_GDR_RCACHE_REF_CHUNK_SIZE, sizeof(*chunk),
+                           "rc_gdr_rcache_refs");
+        if (chunk == NULL) {
+            ucs_error("rcache %s: failed to allocate handle slots",
+                      rcache->name);
+            status = UCS_ERR_NO_MEMORY;
+            goto out_unlock;
+        }
+
+        for (i = 0; i < UCT_RC_GDR_RCACHE_REF_CHUNK_SIZE; ++i) {
+            /* Generation 1, index + 1 */
+            chunk[i].handle = UCS_BIT(UCT_RC_GDR_RCACHE_HANDLE_INDEX_BITS) +
+                              (index << UCT_RC_GDR_RCACHE_REF_CHUNK_BITS) +
+                              i + 1;
+        }
+
+        /* Readers find the chunk without the lock: publish it whole */
+        __atomic_store_n(&uct_rc_gdr_rcache_ref_chunks[index], chunk,
+                         __ATOMIC_RELEASE);
+        ++uct_rc_gdr_rcache_ref_pool.count;
+    } else {
+        ucs_error("rcache %s: all %lu handle slots of the process are in use",
+                  rcache->name, (UCT_RC_GDR_RCACHE_REF_CHUNKS_MAX - 1) *
+                  UCT_RC_GDR_RCACHE_REF_CHUNK_SIZE);
+        status = UCS_ERR_EXCEEDS_LIMIT;
+        goto out_unlock;
+    }
+
+    chunk = uct_rc_gdr_rcache_ref_chunks[index];
+    for (i = UCT_RC_GDR_RCACHE_REF_CHUNK_SIZE; i-- > 0;) {
+        ref               = &chunk[i];
+        ref->rcache       = rcache;
+        ref->region       = NULL;
+        ref->prev         = NULL;
+        ref->next         = rcache->free_refs;
+        rcache->free_refs = ref;
+    }
+    rcache->chunks[rcache->num_chunks++] = index;
+
+out_unlock:
+    pthread_mutex_unlock(&uct_rc_gdr_rcache_ref_pool.lock);
+    return status;
+}
+
+/* The next generation of a slot's handle: a stale copy never matches */
+static void uct_rc_gdr_rcache_ref_retire(uct_rc_gdr_rcache_ref_t *ref)
+{
+    uint64_t gen = (UCT_RC_GDR_RCACHE_HANDLE_GEN(ref->handle) + 1) &
+                   UCT_RC_GDR_RCACHE_HANDLE_GEN_MASK;
+
+    if (gen == 0) {
+        gen = 1;
+    }
+
+    ref->handle = (gen << UCT_RC_GDR_RCACHE_HANDLE_INDEX_BITS) |
+                  (ref->handle & UCS_MASK(UCT_RC_GDR_RCACHE_HANDLE_INDEX_BITS));
+    ref->region = NULL;
+}
+
+/* Give back the chunks of a destroyed cache, every handle retired */
+static void uct_rc_gdr_rcache_ref_release_all(uct_rc_gdr_rcache_t *rcache)
+{
+    uct_rc_gdr_rcache_ref_t *chunk;
+    unsigned *free_list;
+    unsigned c, i;
+
+    if (rcache->num_chunks == 0) {
+        return;
+    }
+
+    pthread_mutex_lock(&uct_rc_gdr_rcache_ref_pool.lock);
+    free_list = ucs_realloc(uct_rc_gdr_rcache_ref_pool.free,
+                            (uct_rc_gdr_rcache_ref_pool.num_free +
+                             rcache->num_chunks) * sizeof(*free_list),
+                            "rc_gdr_rcache_free_chunks");
+    for (c = 0; c < rcache->num_chunks; ++c) {
+        chunk = uct_rc_gdr_rcache_ref_chunks[rcache->chunks[c]];
+        for (i = 0; i < UCT_RC_GDR_RCACHE_REF_CHUNK_SIZE; ++i) {
+            uct_rc_gdr_rcache_ref_retire(&chunk[i]);
+            chunk[i].rcache = NULL;
+            chunk[i].next   = NULL;
+            chunk[i].prev   = NULL;
+        }
+        if (free_list != NULL) {
+            free_list[uct_rc_gdr_rcache_ref_pool.num_free++] =
+                    rcache->chunks[c];
+        }
+        /* else: the chunk stays allocated and unowned, which is harmless */
+    }
+    if (free_list != NULL) {
+        uct_rc_gdr_rcache_ref_pool.free = free_list;
+    }
+    pthread_mutex_unlock(&uct_rc_gdr_rcache_ref_pool.lock);
+    ucs_free(rcache->chunks);
+}
+
+/* Hand out a slot for @a region, linked to its handles when tracked */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_rc_gdr_rcache_ref_get(uct_rc_gdr_rcache_t *rcache,
+                          uct_rc_gdr_rcache_region_t *region,
+                          uintptr_t address, size_t length,
+                          uct_rc_gdr_rcache_handle_t *handle_p)
+{
+    uct_rc_gdr_rcache_ref_t *ref;
+    ucs_status_t status;
+
+    if (ucs_unlikely(rcache->free_refs == NULL)) {
+        status = uct_rc_gdr_rcache_ref_grow(rcache);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+
+    ref               = rcache->free_refs;
+    rcache->free_refs = ref->next;
+    ref->region       = region;
+    ref->address      = address;
+    ref->length       = length;
+    ref->priv         = 0;
+    if (ucs_unlikely(region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_TRACKED)) {
+        ref->prev = NULL;
+        ref->next = region->refs;
+        if (region->refs != NULL) {
+            region->refs->prev = ref;
+        }
+        region->refs = ref;
+    }
+    ++rcache->stats.handles;
+    *handle_p = ref->handle;
+    return UCS_OK;
+}
+
+/* Unlink a live slot from its region and free it for reuse */
+static UCS_F_ALWAYS_INLINE void
+uct_rc_gdr_rcache_ref_put(uct_rc_gdr_rcache_t *rcache,
+                          uct_rc_gdr_rcache_ref_t *ref)
+{
+    uct_rc_gdr_rcache_region_t *region = ref->region;
+
+    if (ucs_unlikely(region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_TRACKED)) {
+        if (ref->prev != NULL) {
+            ref->prev->next = ref->next;
+        } else {
+            region->refs = ref->next;
+        }
+        if (ref->next != NULL) {
+            ref->next->prev = ref->prev;
+        }
+        ref->prev = NULL;
+    }
+
+    uct_rc_gdr_rcache_ref_retire(ref);
+    ref->next         = rcache->free_refs;
+    rcache->free_refs = ref;
+    --rcache->stats.handles;
+}
+
+static UCS_F_ALWAYS_INLINE uct_rc_gdr_rcache_ref_t *
+uct_rc_gdr_rcache_handle_check_inline(uct_rc_gdr_rcache_t *rcache,
+                                      uct_rc_gdr_rcache_handle_t handle)
+{
+    uint64_t index = handle & UCS_MASK(UCT_RC_GDR_RCACHE_HANDLE_INDEX_BITS);
+    uct_rc_gdr_rcache_ref_t *chunk, *ref;
+
+    if (ucs_unlikely((index == 0) ||
+                     (UCT_RC_GDR_RCACHE_HANDLE_GEN(handle) == 0))) {
+        return NULL;
+    }
+
+    --index;
+    chunk = __atomic_load_n(&uct_rc_gdr_rcache_ref_chunks
+                                    [index >> UCT_RC_GDR_RCACHE_REF_CHUNK_BITS],
+                            __ATOMIC_ACQUIRE);
+    if (ucs_unlikely(chunk == NULL)) {
+        return NULL;
+    }
+
+    ref = &chunk[index & UCS_MASK(UCT_RC_GDR_RCACHE_REF_CHUNK_BITS)];
+    if (ucs_unlikely((ref->rcache != rcache) || (ref->handle != handle) ||
+                     (ref->region == NULL))) {
+        return NULL;
+    }
+
+    return ref;
+}
+
+uct_rc_gdr_rcache_ref_t *
+uct_rc_gdr_rcache_handle_check(uct_rc_gdr_rcache_t *rcache,
+                               uct_rc_gdr_rcache_handle_t handle)
+{
+    return uct_rc_gdr_rcache_handle_check_inline(rcache, handle);
+}
+
+void uct_rc_gdr_rcache_region_track(uct_rc_gdr_rcache_region_t *region)
+{
+    ucs_assert(region->refcount == 0);
+    region->flags |= UCT_RC_GDR_RCACHE_REGION_FLAG_TRACKED;
+}
+
+int uct_rc_gdr_rcache_region_exposes(uct_rc_gdr_rcache_region_t *region,
+                                     uint64_t address, uint64_t length)
+{
+    uct_rc_gdr_rcache_ref_t *ref;
+
+    ucs_assert(region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_TRACKED);
+    for (ref = region->refs; ref != NULL; ref = ref->next) {
+        if ((address >= ref->address) &&
+            (address - ref->address <= ref->length) &&
+            (length <= ref->length - (address - ref->address))) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 
 static void uct_rc_gdr_rcache_region_dereg(uct_rc_gdr_rcache_t *rcache,
                                            uct_rc_gdr_rcache_region_t *region)
@@ -377,12 +844,54 @@ static void uct_rc_gdr_rcache_region_dereg(uct_rc_gdr_rcache_t *rcache,
     rcache->ops->mem_dereg(rcache->arg, region);
 }
 
-/* Drop one reference; the last one releases and frees the region */
-static void uct_rc_gdr_rcache_region_unref(uct_rc_gdr_rcache_t *rcache,
-                                           uct_rc_gdr_rcache_region_t *region)
+/* Release a region no lookup can find any more, and free it */
+static void uct_rc_gdr_rcache_region_destroy(uct_rc_gdr_rcache_t *rcache,
+                                             uct_rc_gdr_rcache_region_t *region)
 {
-    ucs_assert(region->refcount > 0);
-    if (--region->refcount > 0) {
+    ucs_assert(!(region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE));
+    uct_rc_gdr_rcache_region_forget(rcache, region);
+    uct_rc_gdr_rcache_region_dereg(rcache, region);
+    uct_rc_gdr_rcache_region_recycle(rcache, region);
+}
+
+/*
+ * Release kept regions, least recently used first, while the cache is over
+ * its limits. Each leaves the tree before its mem_dereg, which may re-enter.
+ */
+static void uct_rc_gdr_rcache_trim(uct_rc_gdr_rcache_t *rcache)
+{
+    uct_rc_gdr_rcache_region_t *region;
+
+    while (((rcache->stats.entries > rcache->max_regions) ||
+            (rcache->stats.size > rcache->max_size)) &&
+           !ucs_list_is_empty(&rcache->lru)) {
+        region = ucs_list_head(&rcache->lru, uct_rc_gdr_rcache_region_t, lru);
+        ucs_assert(region->refcount == 0);
+        uct_rc_gdr_rcache_tree_del(rcache, region);
+        ++rcache->stats.evictions;
+        ucs_debug("rcache %s: evict " UCT_RC_GDR_RCACHE_REGION_FMT
+                  " (%lu regions, %lu bytes cached)", rcache->name,
+                  UCT_RC_GDR_RCACHE_REGION_ARG(region),
+                  rcache->stats.entries, rcache->stats.size);
+        uct_rc_gdr_rcache_region_destroy(rcache, region);
+    }
+}
+
+/*
+ * The last reference went: a retained region stays in the cache, on the
+ * kept list; any other region is released and freed.
+ */
+static void uct_rc_gdr_rcache_region_unref_last(uct_rc_gdr_rcache_t *rcache,
+                                                uct_rc_gdr_rcache_region_t *region)
+{
+    if ((region->flags & (UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE |
+                          UCT_RC_GDR_RCACHE_REGION_FLAG_RETAIN)) ==
+        (UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE |
+         UCT_RC_GDR_RCACHE_REGION_FLAG_RETAIN)) {
+        ucs_list_add_tail(&rcache->lru, &region->lru);
+        region->flags |= UCT_RC_GDR_RCACHE_REGION_FLAG_IN_LRU;
+        ++rcache->stats.cached;
+        uct_rc_gdr_rcache_trim(rcache);
         return;
     }
 
@@ -390,9 +899,18 @@ static void uct_rc_gdr_rcache_region_unref(uct_rc_gdr_rcache_t *rcache,
     if (region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE) {
         uct_rc_gdr_rcache_tree_del(rcache, region);
     }
-    uct_rc_gdr_rcache_live_del(rcache, region);
-    uct_rc_gdr_rcache_region_dereg(rcache, region);
-    ucs_free(region);
+    uct_rc_gdr_rcache_region_destroy(rcache, region);
+}
+
+/* Drop one reference */
+static UCS_F_ALWAYS_INLINE void
+uct_rc_gdr_rcache_region_unref(uct_rc_gdr_rcache_t *rcache,
+                               uct_rc_gdr_rcache_region_t *region)
+{
+    ucs_assert(region->refcount > 0);
+    if (ucs_unlikely(--region->refcount == 0)) {
+        uct_rc_gdr_rcache_region_unref_last(rcache, region);
+    }
 }
 
 /*
@@ -427,15 +945,25 @@ static void uct_rc_gdr_rcache_release(uct_rc_gdr_rcache_t *rcache,
     }
 }
 
+static int uct_rc_gdr_rcache_lookup_matches(
+        const uct_rc_gdr_rcache_lookup_t *lookup,
+        const uct_rc_gdr_rcache_region_t *region)
+{
+    return (region->buffer_id == lookup->buffer_id) &&
+           (region->mem_type == lookup->mem_type);
+}
+
 /* Classify a region that contains the rounded request */
 static void uct_rc_gdr_rcache_lookup_visit(uct_rc_gdr_rcache_region_t *region,
                                            void *arg)
 {
     uct_rc_gdr_rcache_lookup_t *lookup = arg;
 
-    if ((region->buffer_id == lookup->buffer_id) &&
-        (region->mem_type == lookup->mem_type)) {
-        if (lookup->hit == NULL) {
+    if (uct_rc_gdr_rcache_lookup_matches(lookup, region)) {
+        /* Same allocation: a region registered with less access is no
+           hit, and no harm either */
+        if ((lookup->hit == NULL) &&
+            ((region->access & lookup->access) == lookup->access)) {
             lookup->hit = region;
         }
         return;
@@ -456,6 +984,20 @@ static void uct_rc_gdr_rcache_lookup_visit(uct_rc_gdr_rcache_region_t *region,
     }
 }
 
+/* Mark a new region and every region of another identity overlapping it */
+static void uct_rc_gdr_rcache_contest_visit(uct_rc_gdr_rcache_region_t *region,
+                                            void *arg)
+{
+    uct_rc_gdr_rcache_region_t *added = arg;
+
+    if ((region != added) &&
+        ((region->buffer_id != added->buffer_id) ||
+         (region->mem_type != added->mem_type))) {
+        region->flags |= UCT_RC_GDR_RCACHE_REGION_FLAG_CONTESTED;
+        added->flags  |= UCT_RC_GDR_RCACHE_REGION_FLAG_CONTESTED;
+    }
+}
+
 static void
 uct_rc_gdr_rcache_invalidate_visit(uct_rc_gdr_rcache_region_t *region,
                                    void *arg)
@@ -470,21 +1012,22 @@ uct_rc_gdr_rcache_invalidate_visit(uct_rc_gdr_rcache_region_t *region,
  * Round [address, address + length) out to pages, refusing ranges that are
  * empty or do not fit in the address space.
  */
-static ucs_status_t
+static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_rc_gdr_rcache_range_round(uct_rc_gdr_rcache_t *rcache, uintptr_t address,
                               size_t length, uintptr_t *start_p,
                               uintptr_t *end_p)
 {
     uintptr_t last;
 
-    if (length == 0) {
+    if (ucs_unlikely(length == 0)) {
         ucs_error("rcache %s: empty range (length 0) at address 0x%lx",
                   rcache->name, address);
         return UCS_ERR_INVALID_PARAM;
     }
 
     last = address + (length - 1);
-    if ((last < address) || (last > UINTPTR_MAX - rcache->page_size)) {
+    if (ucs_unlikely((last < address) ||
+                     (last > UINTPTR_MAX - rcache->page_size))) {
         ucs_error("rcache %s: range at 0x%lx length %zu overflows the address"
                   " space when rounded to %zu-byte pages", rcache->name,
                   address, length, rcache->page_size);
@@ -496,15 +1039,62 @@ uct_rc_gdr_rcache_range_round(uct_rc_gdr_rcache_t *rcache, uintptr_t address,
     return UCS_OK;
 }
 
+static UCS_F_ALWAYS_INLINE uct_rc_gdr_rcache_dc_slot_t *
+uct_rc_gdr_rcache_dc_slot(uct_rc_gdr_rcache_t *rcache, uintptr_t start)
+{
+    /* Neighbouring pages in neighbouring slots, as a page table keeps them
+       (a cache line of slots serves 8 pages), with the higher bits folded
+       in so that strided buffers do not all meet in one slot */
+    uint64_t page = start >> rcache->page_shift;
+
+    return &rcache->dc[(page ^ (page >> rcache->dc_bits) ^
+                        (page >> (2 * rcache->dc_bits))) &
+                       UCS_MASK(rcache->dc_bits)];
+}
+
+static void uct_rc_gdr_rcache_dc_fill_visit(uct_rc_gdr_rcache_region_t *region,
+                                            void *arg)
+{
+    *uct_rc_gdr_rcache_dc_slot(arg, region->start) = region;
+}
+
+/* Keep at least half of the direct cache's slots for the entries */
+static void uct_rc_gdr_rcache_dc_fit(uct_rc_gdr_rcache_t *rcache)
+{
+    uct_rc_gdr_rcache_dc_slot_t *dc;
+    unsigned bits = rcache->dc_bits;
+
+    while ((bits < UCT_RC_GDR_RCACHE_DC_MAX_BITS) &&
+           (rcache->stats.entries * 2 > UCS_BIT(bits))) {
+        ++bits;
+    }
+
+    if (bits == rcache->dc_bits) {
+        return;
+    }
+
+    /* The slots are hints: a failed allocation keeps the old table */
+    dc = ucs_calloc(UCS_BIT(bits), sizeof(*dc), "rc_gdr_rcache_dc");
+    if (dc == NULL) {
+        return;
+    }
+
+    ucs_free(rcache->dc);
+    rcache->dc      = dc;
+    rcache->dc_bits = bits;
+
+    /* Each entry at its first page, where most gets for it start */
+    uct_rc_gdr_rcache_tree_overlap(rcache->root, 0, UINTPTR_MAX,
+                                   uct_rc_gdr_rcache_dc_fill_visit, rcache);
+}
+
 ucs_status_t
 uct_rc_gdr_rcache_create(const uct_rc_gdr_rcache_params_t *params,
                          uct_rc_gdr_rcache_t **rcache_p)
 {
     const char *name = (params->name != NULL) ? params->name : "rc_gdr";
-    pthread_mutexattr_t attr;
     uct_rc_gdr_rcache_t *rcache;
     ucs_status_t status;
-    int ret;
 
     if (!ucs_is_pow2(params->page_size)) {
         ucs_error("rcache %s: page size %zu is not a power of 2", name,
@@ -532,26 +1122,36 @@ uct_rc_gdr_rcache_create(const uct_rc_gdr_rcache_params_t *params,
         goto err_free_rcache;
     }
 
-    pthread_mutexattr_init(&attr);
-    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
-    ret = pthread_mutex_init(&rcache->lock, &attr);
-    pthread_mutexattr_destroy(&attr);
-    if (ret != 0) {
-        ucs_error("rcache %s: pthread_mutex_init() failed: %s", name,
-                  strerror(ret));
-        status = UCS_ERR_IO_ERROR;
+    rcache->dc_bits = UCT_RC_GDR_RCACHE_DC_MIN_BITS;
+    rcache->dc      = ucs_calloc(UCS_BIT(rcache->dc_bits), sizeof(*rcache->dc),
+                                 "rc_gdr_rcache_dc");
+    if (rcache->dc == NULL) {
+        ucs_error("rcache %s: failed to allocate the direct cache", name);
+        status = UCS_ERR_NO_MEMORY;
         goto err_free_name;
     }
 
-    kh_init_inplace(uct_rc_gdr_rcache_live, &rcache->live);
-    rcache->root      = NULL;
-    rcache->page_size = params->page_size;
-    rcache->priv_size = params->priv_size;
-    rcache->ops       = params->ops;
-    rcache->arg       = params->arg;
+    rcache->lock       = 0;
+    rcache->lock_depth = 0;
+    ucs_list_head_init(&rcache->lru);
+    ucs_list_head_init(&rcache->regions);
+    rcache->root        = NULL;
+    rcache->page_size   = params->page_size;
+    rcache->page_shift  = ucs_ilog2(params->page_size);
+    rcache->priv_size   = params->priv_size;
+    rcache->region_size = ucs_align_up_pow2(UCT_RC_GDR_RCACHE_REGION_SIZE +
+                                            params->priv_size,
+                                            UCT_RC_GDR_RCACHE_REGION_ALIGN);
+    rcache->max_regions = (params->max_regions == 0) ? ULONG_MAX :
+                          params->max_regions;
+    rcache->max_size    = (params->max_size == 0) ? SIZE_MAX :
+                          params->max_size;
+    rcache->ops         = params->ops;
+    rcache->arg         = params->arg;
 
-    ucs_debug("rcache %s: created, page size %zu, priv size %zu", name,
-              rcache->page_size, rcache->priv_size);
+    ucs_debug("rcache %s: created, page size %zu, priv size %zu, at most %lu"
+              " regions and %zu bytes kept", name, rcache->page_size,
+              rcache->priv_size, rcache->max_regions, rcache->max_size);
     *rcache_p = rcache;
     return UCS_OK;
 
@@ -565,8 +1165,8 @@ err_free_rcache:
 void uct_rc_gdr_rcache_destroy(uct_rc_gdr_rcache_t *rcache)
 {
     uct_rc_gdr_rcache_region_t *list = NULL;
-    uct_rc_gdr_rcache_region_t *region;
-    uint64_t key;
+    uct_rc_gdr_rcache_region_t *region, *tmp;
+    uct_rc_gdr_rcache_block_t *block;
 
     uct_rc_gdr_rcache_lock(rcache);
 
@@ -585,29 +1185,39 @@ void uct_rc_gdr_rcache_destroy(uct_rc_gdr_rcache_t *rcache)
         uct_rc_gdr_rcache_region_dereg(rcache, region);
     }
 
-    /* A region lives only while it has references: whatever is left leaked */
-    kh_foreach_key(&rcache->live, key, {
-        region = (uct_rc_gdr_rcache_region_t*)(uintptr_t)key;
-        ucs_warn("rcache %s: destroying " UCT_RC_GDR_RCACHE_REGION_FMT
-                 " still referenced", rcache->name,
-                 UCT_RC_GDR_RCACHE_REGION_ARG(region));
-        ucs_free(region);
-    })
+    /* What is left has handles given out and never put: they leaked */
+    ucs_list_for_each_safe(region, tmp, &rcache->regions, list) {
+        if (region->refcount > 0) {
+            ucs_warn("rcache %s: destroying " UCT_RC_GDR_RCACHE_REGION_FMT
+                     " still referenced", rcache->name,
+                     UCT_RC_GDR_RCACHE_REGION_ARG(region));
+        }
+        uct_rc_gdr_rcache_region_forget(rcache, region);
+        uct_rc_gdr_rcache_region_dereg(rcache, region);
+        uct_rc_gdr_rcache_region_recycle(rcache, region);
+    }
 
-    ucs_debug("rcache %s: destroyed: hits %lu misses %lu nic regs %lu"
-              " deregs %lu invalidations %lu", rcache->name,
-              rcache->stats.hits, rcache->stats.misses,
-              rcache->stats.nic_regs, rcache->stats.nic_deregs,
-              rcache->stats.invalidations);
+    ucs_debug("rcache %s: destroyed: hits %lu (%lu direct) misses %lu nic"
+              " regs %lu deregs %lu invalidations %lu evictions %lu",
+              rcache->name, rcache->stats.hits, rcache->stats.fast_hits,
+              rcache->stats.misses, rcache->stats.nic_regs,
+              rcache->stats.nic_deregs, rcache->stats.invalidations,
+              rcache->stats.evictions);
 
-    kh_destroy_inplace(uct_rc_gdr_rcache_live, &rcache->live);
+    uct_rc_gdr_rcache_ref_release_all(rcache);
+    while (rcache->blocks != NULL) {
+        block          = rcache->blocks;
+        rcache->blocks = block->next;
+        ucs_free(block);
+    }
+
     uct_rc_gdr_rcache_unlock(rcache);
-    pthread_mutex_destroy(&rcache->lock);
+    ucs_free(rcache->dc);
     ucs_free(rcache->name);
     ucs_free(rcache);
 }
 
-/* A miss: register a new region for the rounded range and cache it */
+/* A miss: register a new region for the rounded range */
 static ucs_status_t
 uct_rc_gdr_rcache_region_create(uct_rc_gdr_rcache_t *rcache,
                                 const uct_rc_gdr_rcache_lookup_t *lookup,
@@ -615,136 +1225,218 @@ uct_rc_gdr_rcache_region_create(uct_rc_gdr_rcache_t *rcache,
 {
     uct_rc_gdr_rcache_region_t *region;
     ucs_status_t status;
-    int ret;
 
-    region = ucs_calloc(1, UCT_RC_GDR_RCACHE_REGION_SIZE + rcache->priv_size,
-                        "rc_gdr_rcache_region");
+    /* Live before registering: a free hook inside mem_reg that re-enters the
+       cache finds consistent bookkeeping (the region is not in the tree) */
+    region = uct_rc_gdr_rcache_region_alloc(rcache);
     if (region == NULL) {
-        ucs_error("rcache %s: failed to allocate a region", rcache->name);
         return UCS_ERR_NO_MEMORY;
     }
 
     region->start      = lookup->start;
     region->end        = lookup->end;
-    region->refcount   = 1;
     region->buffer_id  = lookup->buffer_id;
     region->mem_type   = lookup->mem_type;
+    region->access     = lookup->access;
     region->used_start = lookup->addr_start;
     region->used_end   = lookup->addr_end;
-
-    /* Live before registering: a free hook inside mem_reg that re-enters the
-       cache finds consistent bookkeeping (the region is not in the tree) */
-    kh_put(uct_rc_gdr_rcache_live, &rcache->live, (uintptr_t)region, &ret);
-    if (ret < 0) {
-        ucs_error("rcache %s: failed to add a region to the live set",
-                  rcache->name);
-        status = UCS_ERR_NO_MEMORY;
-        goto err_free;
+    if ((lookup->flags & (UCT_RC_GDR_RCACHE_GET_FLAG_SHARE |
+                          UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN)) ==
+        (UCT_RC_GDR_RCACHE_GET_FLAG_SHARE |
+         UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN)) {
+        region->flags |= UCT_RC_GDR_RCACHE_REGION_FLAG_RETAIN;
     }
-    ++rcache->stats.live;
 
     status = rcache->ops->mem_reg(rcache->arg, region);
     if (status != UCS_OK) {
         /* mem_reg decided and logged the error */
-        goto err_live_del;
+        uct_rc_gdr_rcache_region_forget(rcache, region);
+        uct_rc_gdr_rcache_region_recycle(rcache, region);
+        return status;
     }
 
     region->flags |= UCT_RC_GDR_RCACHE_REGION_FLAG_REGISTERED;
     ++rcache->stats.nic_regs;
-    uct_rc_gdr_rcache_tree_add(rcache, region);
+    if (lookup->flags & UCT_RC_GDR_RCACHE_GET_FLAG_SHARE) {
+        uct_rc_gdr_rcache_tree_add(rcache, region);
+        uct_rc_gdr_rcache_tree_overlap(rcache->root, region->start,
+                                       region->end,
+                                       uct_rc_gdr_rcache_contest_visit,
+                                       region);
+        uct_rc_gdr_rcache_dc_fit(rcache);
+    }
+
     *region_p = region;
     return UCS_OK;
+}
 
-err_live_del:
-    uct_rc_gdr_rcache_live_del(rcache, region);
-err_free:
-    ucs_free(region);
-    return status;
+static void uct_rc_gdr_rcache_lookup_init(uct_rc_gdr_rcache_lookup_t *lookup,
+                                          uintptr_t start, uintptr_t end,
+                                          uintptr_t address, size_t length,
+                                          int mem_type, uint64_t buffer_id,
+                                          unsigned access, unsigned flags)
+{
+    lookup->start      = start;
+    lookup->end        = end;
+    lookup->addr_start = address;
+    lookup->addr_end   = address + length;
+    lookup->buffer_id  = buffer_id;
+    lookup->mem_type   = mem_type;
+    lookup->access     = access;
+    lookup->flags      = flags;
+}
+
+/* The walk: a containing region to reuse, stale ones released on the way */
+static uct_rc_gdr_rcache_region_t *
+uct_rc_gdr_rcache_lookup(uct_rc_gdr_rcache_t *rcache,
+                         uct_rc_gdr_rcache_lookup_t *lookup)
+{
+    /* Releasing stale regions may re-enter the cache and change the tree,
+       so look again until a walk finds nothing stale */
+    for (;;) {
+        lookup->hit   = NULL;
+        lookup->stale = NULL;
+        uct_rc_gdr_rcache_tree_contain(rcache->root, lookup->start,
+                                       lookup->end,
+                                       uct_rc_gdr_rcache_lookup_visit, lookup,
+                                       &rcache->stats.lookup_steps);
+        if (lookup->stale == NULL) {
+            return lookup->hit;
+        }
+
+        uct_rc_gdr_rcache_release(rcache, lookup->stale);
+    }
 }
 
 ucs_status_t
 uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
                       size_t length, int mem_type, uint64_t buffer_id,
-                      uct_rc_gdr_rcache_region_t **region_p)
+                      unsigned access, unsigned flags,
+                      uct_rc_gdr_rcache_handle_t *handle_p)
 {
+    uintptr_t addr_start = (uintptr_t)address;
     uct_rc_gdr_rcache_lookup_t lookup;
     uct_rc_gdr_rcache_region_t *region;
+    uintptr_t start, end;
     ucs_status_t status;
 
-    status = uct_rc_gdr_rcache_range_round(rcache, (uintptr_t)address, length,
-                                           &lookup.start, &lookup.end);
-    if (status != UCS_OK) {
+    status = uct_rc_gdr_rcache_range_round(rcache, addr_start, length, &start,
+                                           &end);
+    if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
 
-    lookup.addr_start = (uintptr_t)address;
-    lookup.addr_end   = (uintptr_t)address + length;
-    lookup.buffer_id  = buffer_id;
-    lookup.mem_type   = mem_type;
+    uct_rc_gdr_rcache_lock_inline(rcache);
 
-    uct_rc_gdr_rcache_lock(rcache);
-
-    /* Releasing stale regions may re-enter the cache and change the tree,
-       so look again until a walk finds nothing stale */
-    for (;;) {
-        lookup.hit   = NULL;
-        lookup.stale = NULL;
-        uct_rc_gdr_rcache_tree_contain(rcache->root, lookup.start, lookup.end,
-                                       uct_rc_gdr_rcache_lookup_visit,
-                                       &lookup, &rcache->stats.lookup_steps);
-        if (lookup.stale == NULL) {
-            break;
-        }
-
-        uct_rc_gdr_rcache_release(rcache, lookup.stale);
+    if (!(flags & UCT_RC_GDR_RCACHE_GET_FLAG_SHARE)) {
+        goto miss;
     }
 
-    region = lookup.hit;
-    if (region != NULL) {
-        ++region->refcount;
-        ++rcache->stats.hits;
-        region->used_start = ucs_min(region->used_start, lookup.addr_start);
-        region->used_end   = ucs_max(region->used_end, lookup.addr_end);
-        ucs_trace("rcache %s: hit %p length %zu: "
-                  UCT_RC_GDR_RCACHE_REGION_FMT, rcache->name, address,
-                  length, UCT_RC_GDR_RCACHE_REGION_ARG(region));
-        goto out;
+    /* The direct cache answers for a region in the tree that contains the
+       request, with nothing of another identity overlapping it */
+    region = *uct_rc_gdr_rcache_dc_slot(rcache, start);
+    if (ucs_likely((region != NULL) &&
+                   ((region->flags & (UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE |
+                                      UCT_RC_GDR_RCACHE_REGION_FLAG_CONTESTED))
+                    == UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE) &&
+                   (region->start <= start) && (region->end >= end) &&
+                   (region->buffer_id == buffer_id) &&
+                   (region->mem_type == mem_type) &&
+                   ((region->access & access) == access))) {
+        ++rcache->stats.fast_hits;
+        goto hit;
     }
 
+    uct_rc_gdr_rcache_lookup_init(&lookup, start, end, addr_start, length,
+                                  mem_type, buffer_id, access, flags);
+    region = uct_rc_gdr_rcache_lookup(rcache, &lookup);
+    if (region == NULL) {
+        goto miss_init;
+    }
+
+    /* The table may have moved if releasing stale regions re-entered */
+    *uct_rc_gdr_rcache_dc_slot(rcache, start) = region;
+
+hit:
+    status = uct_rc_gdr_rcache_ref_get(rcache, region, addr_start, length,
+                                       handle_p);
+    if (ucs_unlikely(status != UCS_OK)) {
+        goto out_unlock;
+    }
+
+    if (ucs_unlikely(region->refcount++ == 0)) {
+        uct_rc_gdr_rcache_lru_del(rcache, region);
+    }
+    ++rcache->stats.hits;
+    if (ucs_unlikely(addr_start < region->used_start)) {
+        region->used_start = addr_start;
+    }
+    if (ucs_unlikely(addr_start + length > region->used_end)) {
+        region->used_end = addr_start + length;
+    }
+    ucs_trace("rcache %s: hit %p length %zu: " UCT_RC_GDR_RCACHE_REGION_FMT,
+              rcache->name, address, length,
+              UCT_RC_GDR_RCACHE_REGION_ARG(region));
+    goto out_unlock;
+
+miss:
+    uct_rc_gdr_rcache_lookup_init(&lookup, start, end, addr_start, length,
+                                  mem_type, buffer_id, access, flags);
+miss_init:
     ++rcache->stats.misses;
     status = uct_rc_gdr_rcache_region_create(rcache, &lookup, &region);
     if (status != UCS_OK) {
         goto out_unlock;
     }
 
+    status = uct_rc_gdr_rcache_ref_get(rcache, region, addr_start, length,
+                                       handle_p);
+    if (status != UCS_OK) {
+        if (region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE) {
+            uct_rc_gdr_rcache_tree_del(rcache, region);
+        }
+        uct_rc_gdr_rcache_region_destroy(rcache, region);
+        goto out_unlock;
+    }
+
+    region->refcount = 1;
+    if (region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE) {
+        *uct_rc_gdr_rcache_dc_slot(rcache, start) = region;
+        /* The new entry may push kept ones out */
+        uct_rc_gdr_rcache_trim(rcache);
+    }
+
     ucs_debug("rcache %s: miss %p length %zu: new "
               UCT_RC_GDR_RCACHE_REGION_FMT, rcache->name, address, length,
               UCT_RC_GDR_RCACHE_REGION_ARG(region));
 
-out:
-    *region_p = region;
 out_unlock:
-    uct_rc_gdr_rcache_unlock(rcache);
+    uct_rc_gdr_rcache_unlock_inline(rcache);
     return status;
 }
 
 ucs_status_t uct_rc_gdr_rcache_put(uct_rc_gdr_rcache_t *rcache,
-                                   uct_rc_gdr_rcache_region_t *region)
+                                   uct_rc_gdr_rcache_handle_t handle)
 {
-    uct_rc_gdr_rcache_lock(rcache);
+    uct_rc_gdr_rcache_region_t *region;
+    uct_rc_gdr_rcache_ref_t *ref;
 
-    if (!uct_rc_gdr_rcache_is_live(rcache, region)) {
-        uct_rc_gdr_rcache_unlock(rcache);
-        /* Only the pointer value may be printed: it may be freed memory */
-        ucs_error("rcache %s: put of region %p which is not live (double or"
-                  " stale deregistration)", rcache->name, region);
+    uct_rc_gdr_rcache_lock_inline(rcache);
+
+    ref = uct_rc_gdr_rcache_handle_check_inline(rcache, handle);
+    if (ucs_unlikely(ref == NULL)) {
+        uct_rc_gdr_rcache_unlock_inline(rcache);
+        ucs_error("rcache %s: put of handle 0x%lx which is not live (double"
+                  " or stale deregistration)", rcache->name, handle);
         return UCS_ERR_INVALID_PARAM;
     }
 
-    ucs_trace("rcache %s: put " UCT_RC_GDR_RCACHE_REGION_FMT, rcache->name,
-              UCT_RC_GDR_RCACHE_REGION_ARG(region));
+    region = ref->region;
+    ucs_trace("rcache %s: put handle 0x%lx of " UCT_RC_GDR_RCACHE_REGION_FMT,
+              rcache->name, handle, UCT_RC_GDR_RCACHE_REGION_ARG(region));
+    uct_rc_gdr_rcache_ref_put(rcache, ref);
     uct_rc_gdr_rcache_region_unref(rcache, region);
-    uct_rc_gdr_rcache_unlock(rcache);
+    uct_rc_gdr_rcache_unlock_inline(rcache);
     return UCS_OK;
 }
 
@@ -791,6 +1483,11 @@ static int uct_rc_gdr_rcache_check_subtree(uct_rc_gdr_rcache_t *rcache,
                                            uct_rc_gdr_rcache_region_t *node,
                                            uct_rc_gdr_rcache_check_ctx_t *ctx)
 {
+    unsigned expected = UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE |
+                        UCT_RC_GDR_RCACHE_REGION_FLAG_REGISTERED;
+    unsigned ignored  = UCT_RC_GDR_RCACHE_REGION_FLAG_RETAIN |
+                        UCT_RC_GDR_RCACHE_REGION_FLAG_CONTESTED |
+                        UCT_RC_GDR_RCACHE_REGION_FLAG_TRACKED;
     int left_height, right_height;
     uintptr_t max_end;
 
@@ -811,7 +1508,8 @@ static int uct_rc_gdr_rcache_check_subtree(uct_rc_gdr_rcache_t *rcache,
                   ctx->prev->start, ctx->prev->end);
         return -1;
     }
-    ctx->prev = node;
+    ctx->prev  = node;
+    ctx->size += node->end - node->start;
     ++ctx->count;
 
     right_height = uct_rc_gdr_rcache_check_subtree(rcache, node->right, ctx);
@@ -819,14 +1517,18 @@ static int uct_rc_gdr_rcache_check_subtree(uct_rc_gdr_rcache_t *rcache,
         return -1;
     }
 
-    if ((node->start >= node->end) || (node->refcount == 0) ||
-        (node->flags != (UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE |
-                         UCT_RC_GDR_RCACHE_REGION_FLAG_REGISTERED)) ||
-        !uct_rc_gdr_rcache_is_live(rcache, node)) {
+    /* Kept regions have no handles and are on the kept list; the others
+       have handles */
+    if (node->refcount == 0) {
+        expected |= UCT_RC_GDR_RCACHE_REGION_FLAG_IN_LRU |
+                    UCT_RC_GDR_RCACHE_REGION_FLAG_RETAIN;
+    }
+    if ((node->start >= node->end) ||
+        ((node->flags & ~ignored) != (expected & ~ignored)) ||
+        ((node->flags & expected) != expected)) {
         ucs_error("rcache %s: " UCT_RC_GDR_RCACHE_REGION_FMT " flags 0x%x"
-                  " live %d is not a valid cached region", rcache->name,
-                  UCT_RC_GDR_RCACHE_REGION_ARG(node), node->flags,
-                  uct_rc_gdr_rcache_is_live(rcache, node));
+                  " is not a valid cached region", rcache->name,
+                  UCT_RC_GDR_RCACHE_REGION_ARG(node), node->flags);
         return -1;
     }
 
@@ -856,12 +1558,79 @@ static int uct_rc_gdr_rcache_check_subtree(uct_rc_gdr_rcache_t *rcache,
     return node->height;
 }
 
+/* A tracked region lists exactly its handles, linked both ways */
+static int uct_rc_gdr_rcache_check_tracked(uct_rc_gdr_rcache_t *rcache,
+                                           uct_rc_gdr_rcache_region_t *region)
+{
+    uct_rc_gdr_rcache_ref_t *ref, *prev = NULL;
+    unsigned count = 0;
+
+    for (ref = region->refs; ref != NULL; prev = ref, ref = ref->next) {
+        if ((ref->region != region) || (ref->prev != prev)) {
+            ucs_error("rcache %s: handle 0x%lx listed by "
+                      UCT_RC_GDR_RCACHE_REGION_FMT " is broken", rcache->name,
+                      ref->handle, UCT_RC_GDR_RCACHE_REGION_ARG(region));
+            return -1;
+        }
+        ++count;
+    }
+
+    if (count != region->check_refs) {
+        ucs_error("rcache %s: " UCT_RC_GDR_RCACHE_REGION_FMT " lists %u of"
+                  " its %u handles", rcache->name,
+                  UCT_RC_GDR_RCACHE_REGION_ARG(region), count,
+                  region->check_refs);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * Every live slot of the cache's chunks: a handle that checks, inside its
+ * region, counted into region->check_refs. Returns the number of handles,
+ * or -1.
+ */
+static int64_t uct_rc_gdr_rcache_check_handles(uct_rc_gdr_rcache_t *rcache)
+{
+    uct_rc_gdr_rcache_ref_t *chunk, *ref;
+    int64_t handles = 0;
+    unsigned c, i;
+
+    for (c = 0; c < rcache->num_chunks; ++c) {
+        chunk = uct_rc_gdr_rcache_ref_chunks[rcache->chunks[c]];
+        for (i = 0; i < UCT_RC_GDR_RCACHE_REF_CHUNK_SIZE; ++i) {
+            ref = &chunk[i];
+            if (ref->region == NULL) {
+                continue;
+            }
+
+            if ((ref->rcache != rcache) ||
+                (uct_rc_gdr_rcache_handle_check(rcache, ref->handle) !=
+                 ref) ||
+                (ucs_align_down_pow2(ref->address, rcache->page_size) <
+                 ref->region->start) ||
+                (ref->address + ref->length > ref->region->end)) {
+                ucs_error("rcache %s: handle 0x%lx of "
+                          UCT_RC_GDR_RCACHE_REGION_FMT " is broken",
+                          rcache->name, ref->handle,
+                          UCT_RC_GDR_RCACHE_REGION_ARG(ref->region));
+                return -1;
+            }
+            ++ref->region->check_refs;
+            ++handles;
+        }
+    }
+    return handles;
+}
+
 ucs_status_t uct_rc_gdr_rcache_check(uct_rc_gdr_rcache_t *rcache)
 {
-    uct_rc_gdr_rcache_check_ctx_t ctx = {NULL, 0};
+    uct_rc_gdr_rcache_check_ctx_t ctx = {NULL, 0, 0};
     ucs_status_t status               = UCS_ERR_INVALID_PARAM;
+    uint64_t live = 0, in_lru = 0, kept = 0;
     uct_rc_gdr_rcache_region_t *region;
-    uint64_t key, in_tree;
+    unsigned holds;
+    int64_t handles;
 
     uct_rc_gdr_rcache_lock(rcache);
 
@@ -869,37 +1638,75 @@ ucs_status_t uct_rc_gdr_rcache_check(uct_rc_gdr_rcache_t *rcache)
         goto out;
     }
 
-    if (ctx.count != rcache->stats.entries) {
-        ucs_error("rcache %s: tree holds %lu regions, entries counter %lu",
-                  rcache->name, ctx.count, rcache->stats.entries);
+    if ((ctx.count != rcache->stats.entries) ||
+        (ctx.size != rcache->stats.size)) {
+        ucs_error("rcache %s: tree holds %lu regions of %lu bytes, counters"
+                  " %lu and %lu", rcache->name, ctx.count, ctx.size,
+                  rcache->stats.entries, rcache->stats.size);
         goto out;
     }
 
-    /* Out of the tree, a live region is an invalidated one that still has
-       references, and its registration is released, or is being released
-       (when called from inside ops->mem_dereg) */
-    in_tree = 0;
-    kh_foreach_key(&rcache->live, key, {
-        region = (uct_rc_gdr_rcache_region_t*)(uintptr_t)key;
-        if (region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE) {
-            ++in_tree;
-        } else if ((region->refcount == 0) ||
-                   ((region->flags != 0) &&
-                    !(region->flags &
-                      UCT_RC_GDR_RCACHE_REGION_FLAG_RELEASING))) {
-            ucs_error("rcache %s: invalidated " UCT_RC_GDR_RCACHE_REGION_FMT
-                      " has flags 0x%x", rcache->name,
+    ucs_list_for_each(region, &rcache->lru, lru) {
+        if (!(region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_IN_LRU) ||
+            !(region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE) ||
+            (region->refcount != 0)) {
+            ucs_error("rcache %s: kept " UCT_RC_GDR_RCACHE_REGION_FMT
+                      " flags 0x%x", rcache->name,
                       UCT_RC_GDR_RCACHE_REGION_ARG(region), region->flags);
             goto out;
         }
-    })
+        ++in_lru;
+    }
 
-    if ((in_tree != ctx.count) ||
-        (kh_size(&rcache->live) != rcache->stats.live)) {
-        ucs_error("rcache %s: live set holds %u regions (%lu in the tree),"
-                  " tree %lu, live counter %lu", rcache->name,
-                  kh_size(&rcache->live), in_tree, ctx.count,
-                  rcache->stats.live);
+    /* Each live region has exactly its refcount in handles (one more
+       while released). Out of the tree, a live region is an invalidated or
+       private one that still has handles, and its registration is released,
+       or is being released (when called from inside ops->mem_dereg), unless
+       private. */
+    ucs_list_for_each(region, &rcache->regions, list) {
+        region->check_refs = 0;
+    }
+    handles = uct_rc_gdr_rcache_check_handles(rcache);
+    if (handles < 0) {
+        goto out;
+    }
+
+    ucs_list_for_each(region, &rcache->regions, list) {
+        ++live;
+        if (region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_IN_LRU) {
+            ++kept;
+        }
+        holds = (region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_RELEASING) ?
+                1 : 0;
+        if (region->check_refs + holds != region->refcount) {
+            ucs_error("rcache %s: " UCT_RC_GDR_RCACHE_REGION_FMT " has %u"
+                      " handles", rcache->name,
+                      UCT_RC_GDR_RCACHE_REGION_ARG(region),
+                      region->check_refs);
+            goto out;
+        }
+        if ((region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_TRACKED) &&
+            (uct_rc_gdr_rcache_check_tracked(rcache, region) < 0)) {
+            goto out;
+        }
+        if (!(region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE) &&
+            ((region->refcount == 0) ||
+             (region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_IN_LRU))) {
+            ucs_error("rcache %s: out of the tree "
+                      UCT_RC_GDR_RCACHE_REGION_FMT " has flags 0x%x",
+                      rcache->name, UCT_RC_GDR_RCACHE_REGION_ARG(region),
+                      region->flags);
+            goto out;
+        }
+    }
+
+    if ((live != rcache->stats.live) || (in_lru != kept) ||
+        (in_lru != rcache->stats.cached) ||
+        ((uint64_t)handles != rcache->stats.handles)) {
+        ucs_error("rcache %s: %lu live regions (counter %lu), %lu kept (list"
+                  " %lu, counter %lu), %ld handles (counter %lu)",
+                  rcache->name, live, rcache->stats.live, kept, in_lru,
+                  rcache->stats.cached, handles, rcache->stats.handles);
         goto out;
     }
 

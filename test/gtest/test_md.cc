@@ -1,0 +1,655 @@
+/**
+ * Unit tests of the rc_gdr memory domain: the built module, loaded with
+ * dlopen, over the stand-in verbs device of test/mocks (no RDMA here) and,
+ * for GPU memory, the stand-in CUDA driver that test_cuda.cc sets up.
+ *
+ * See file LICENSE for terms.
+ */
+
+#include "test_log.h"
+
+#include <uct/ib_gdr/rc_gdr_addr.h>
+#include <uct/ib_gdr/rc_gdr_cuda.h>
+#include <ucm/api/ucm.h>
+#include <uct/api/uct.h>
+#include <infiniband/verbs.h>
+#include "../mocks/mock_verbs.h"
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+namespace {
+
+/* The md's counters (rc_gdr_md.h), as far as these tests read them */
+typedef struct {
+    uint64_t size, host_regs, dmabuf_regs, peermem_regs, bounce_regs,
+             cache_hits, cache_entries, invalidations, num_gpus, emulated_gpu,
+             cache_misses, cache_kept, cache_evictions, deregs, host_cache,
+             gpu_cache;
+} md_stats_t;
+
+const unsigned CACHE_SHARE  = 1; /* UCT_RC_GDR_RCACHE_GET_FLAG_SHARE */
+const unsigned CACHE_RETAIN = 2; /* UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN */
+
+typedef ucs_status_t (*stats_query_func_t)(uct_md_h md, md_stats_t *stats);
+typedef ucs_status_t (*bounce_target_func_t)(uct_md_h md, uint32_t token,
+                                             uint64_t address, size_t length,
+                                             int *gpu_p);
+typedef ucs_status_t (*reg_internal_func_t)(uct_md_h md, void *address,
+                                            size_t length, struct ibv_mr **mr_p);
+
+/* The module under test: the build's, or $RC_GDR_TEST_MODULE */
+const char *module_path()
+{
+    const char *env = getenv("RC_GDR_TEST_MODULE");
+
+    return ((env != NULL) && (*env != '\0')) ? env :
+           RC_GDR_TEST_BUILDDIR "/../src/uct/ib_gdr/.libs/libuct_ib_gdr.so";
+}
+
+struct module {
+    void                 *handle        = NULL;
+    uct_component_h      component      = NULL;
+    stats_query_func_t   stats_query    = NULL;
+    bounce_target_func_t bounce_target  = NULL;
+    reg_internal_func_t  reg_internal   = NULL;
+    std::string          error;
+
+    module()
+    {
+        handle = dlopen(module_path(), RTLD_NOW | RTLD_LOCAL);
+        if (handle == NULL) {
+            error = dlerror();
+            return;
+        }
+
+        component     = (uct_component_h)dlsym(handle,
+                                               "uct_rc_gdr_component");
+        stats_query   = (stats_query_func_t)dlsym(handle,
+                                                  "uct_rc_gdr_md_stats_query");
+        bounce_target = (bounce_target_func_t)dlsym(
+                handle, "uct_rc_gdr_md_bounce_target");
+        reg_internal  = (reg_internal_func_t)dlsym(
+                handle, "uct_rc_gdr_md_reg_internal");
+        if ((component == NULL) || (stats_query == NULL) ||
+            (bounce_target == NULL) || (reg_internal == NULL)) {
+            error = "symbols missing in " + std::string(module_path());
+        }
+    }
+};
+
+module &the_module()
+{
+    static module m;
+    return m;
+}
+
+} // namespace
+
+
+class md : public ::testing::Test {
+protected:
+    virtual void SetUp()
+    {
+        ASSERT_TRUE(the_module().error.empty()) << the_module().error;
+        m_events = ucm_global_opts.enable_events;
+    }
+
+    virtual void TearDown()
+    {
+        close();
+        ucm_global_opts.enable_events = m_events;
+        for (const std::string &name : m_env) {
+            unsetenv(name.c_str());
+        }
+
+        /* Nothing the md registered outlives it */
+        EXPECT_EQ(0u, mock_verbs_live_count());
+    }
+
+    void set(const char *knob, const char *value)
+    {
+        std::string name = std::string("UCX_RC_GDR_") + knob;
+
+        setenv(name.c_str(), value, 1);
+        m_env.push_back(name);
+    }
+
+    ucs_status_t open()
+    {
+        uct_md_config_t *config;
+        ucs_status_t status;
+
+        mock_verbs_reset();
+        status = uct_md_config_read(the_module().component, NULL, NULL,
+                                    &config);
+        if (status != UCS_OK) {
+            return status;
+        }
+
+        status = uct_md_open(the_module().component, MOCK_VERBS_DEVICE_NAME,
+                             config, &m_md);
+        uct_config_release(config);
+        if (status != UCS_OK) {
+            m_md = NULL;
+            return status;
+        }
+
+        /* The probe's test registrations are not the tests' */
+        m_regs0 = mock_verbs_reg_count();
+        return UCS_OK;
+    }
+
+    void close()
+    {
+        if (m_md != NULL) {
+            uct_md_close(m_md);
+            m_md = NULL;
+        }
+    }
+
+    md_stats_t stats()
+    {
+        md_stats_t s;
+
+        memset(&s, 0, sizeof(s));
+        s.size = sizeof(s);
+        EXPECT_EQ(UCS_OK, the_module().stats_query(m_md, &s));
+        return s;
+    }
+
+    unsigned nic_regs()
+    {
+        return mock_verbs_reg_count() - m_regs0;
+    }
+
+    uct_mem_h reg(void *address, size_t length,
+                  unsigned flags = UCT_MD_MEM_ACCESS_ALL)
+    {
+        uct_mem_h memh = UCT_MEM_HANDLE_NULL;
+
+        EXPECT_EQ(UCS_OK, uct_md_mem_reg(m_md, address, length, flags,
+                                         &memh));
+        EXPECT_TRUE(memh != UCT_MEM_HANDLE_NULL);
+        return memh;
+    }
+
+    void dereg(uct_mem_h memh)
+    {
+        EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+    }
+
+    /* What the rkey of a registration carries: NIC key or bounce token */
+    uct_rc_gdr_rkey_t rkey(uct_mem_h memh)
+    {
+        std::vector<char> buffer(uct_rc_gdr_rkey_packed_size());
+        uct_rc_gdr_rkey_t rkey;
+
+        memset(&rkey, 0, sizeof(rkey));
+        EXPECT_EQ(UCS_OK, uct_md_mkey_pack(m_md, memh, buffer.data()));
+        EXPECT_EQ(UCS_OK, uct_rc_gdr_rkey_unpack_buffer(buffer.data(),
+                                                        buffer.size(),
+                                                        &rkey));
+        return rkey;
+    }
+
+    ucs_status_t bounce_target(uint32_t token, const void *address,
+                               size_t length)
+    {
+        int gpu = -2;
+
+        return the_module().bounce_target(m_md, token, (uintptr_t)address,
+                                          length, &gpu);
+    }
+
+    /* Page-aligned host memory of its own mapping */
+    void *map(size_t length)
+    {
+        void *p = mmap(NULL, length, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+        EXPECT_NE(MAP_FAILED, p);
+        return p;
+    }
+
+    /* Whether the stand-in CUDA driver serves this process */
+    static bool emulated_gpu()
+    {
+        uct_rc_gdr_cuda_driver_info_t info;
+
+        return (uct_rc_gdr_cuda_init() == UCS_OK) &&
+               (uct_rc_gdr_cuda_driver_info(&info) == UCS_OK) &&
+               info.emulated;
+    }
+
+    /* "GPU" memory of one stand-in device */
+    void *gpu_alloc(int ordinal, size_t length)
+    {
+        uct_rc_gdr_cuda_ctx_h ctx, prev = NULL;
+        void *p = NULL;
+
+        EXPECT_EQ(UCS_OK, uct_rc_gdr_cuda_ctx_get_current(&prev));
+        EXPECT_EQ(UCS_OK, uct_rc_gdr_cuda_ctx_retain(ordinal, &ctx));
+        EXPECT_EQ(UCS_OK, uct_rc_gdr_cuda_ctx_set_current(ctx));
+        EXPECT_EQ(UCS_OK, uct_rc_gdr_cuda_mem_alloc(length, &p));
+        uct_rc_gdr_cuda_ctx_set_current(prev);
+        uct_rc_gdr_cuda_ctx_release(ordinal);
+        return p;
+    }
+
+    static bool contains(const std::vector<std::string> &log,
+                         const std::string &what)
+    {
+        for (const std::string &line : log) {
+            if (line.find(what) != std::string::npos) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    uct_md_h                 m_md    = NULL;
+    unsigned                 m_regs0 = 0;
+    int                      m_events;
+    std::vector<std::string> m_env;
+};
+
+
+/* The point of the cache: UCP registers a rendezvous buffer per message;
+   the NIC registers it once */
+TEST_F(md, host_registers_once) {
+    ASSERT_EQ(UCS_OK, open());
+    if (!ucm_global_opts.enable_events) {
+        GTEST_SKIP() << "memory events are off in this process";
+    }
+
+    const size_t length = 1 << 20;
+    char *buf           = (char*)map(length);
+
+    /* The same buffer, or bytes of it, each time */
+    for (unsigned i = 0; i < 100; ++i) {
+        size_t offset  = (i % 7) * 64;
+        uct_mem_h memh = reg(buf + offset, length - offset);
+        dereg(memh);
+    }
+
+    md_stats_t s = stats();
+    EXPECT_EQ(1u, nic_regs());
+    EXPECT_EQ(1u, s.host_regs);
+    EXPECT_EQ(99u, s.cache_hits);
+    EXPECT_EQ(1u, s.cache_kept);
+    EXPECT_EQ(CACHE_SHARE | CACHE_RETAIN, s.host_cache);
+    EXPECT_EQ(1u, mock_verbs_live_count());
+
+    /* Unmapped: the UCM event releases the kept registration at once */
+    munmap(buf, length);
+    s = stats();
+    EXPECT_EQ(0u, mock_verbs_live_count());
+    EXPECT_EQ(1u, s.invalidations);
+    EXPECT_EQ(0u, s.cache_kept);
+    EXPECT_EQ(0u, s.cache_entries);
+}
+
+/* Kept registrations beyond UCX_RC_GDR_RCACHE_MAX_REGIONS go, oldest
+   first; those still registered stay */
+TEST_F(md, kept_regions_limit) {
+    set("RCACHE_MAX_REGIONS", "2");
+    ASSERT_EQ(UCS_OK, open());
+    if (!ucm_global_opts.enable_events) {
+        GTEST_SKIP() << "memory events are off in this process";
+    }
+
+    const size_t length = 64 * 1024;
+    char *buf           = (char*)map(4 * length);
+    mock_verbs_mr_t mr;
+
+    uct_mem_h held = reg(buf + 3 * length, length);
+    for (unsigned i = 0; i < 3; ++i) {
+        dereg(reg(buf + i * length, length));
+    }
+
+    /* Three entries at most two: the oldest kept one went */
+    EXPECT_FALSE(mock_verbs_find((uintptr_t)buf, &mr));
+    EXPECT_FALSE(mock_verbs_find((uintptr_t)buf + length, &mr));
+    EXPECT_TRUE(mock_verbs_find((uintptr_t)buf + 2 * length, &mr));
+    EXPECT_TRUE(mock_verbs_find((uintptr_t)buf + 3 * length, &mr));
+    EXPECT_EQ(2u, stats().cache_evictions);
+
+    dereg(held);
+    close();
+    munmap(buf, 4 * length);
+}
+
+/*
+ * A deregistration is good once. Deregistering A, registering B at the same
+ * address (which reuses A's cached region and, likely, its handle's slot)
+ * and deregistering A again is refused, and B keeps its registration.
+ */
+TEST_F(md, stale_dereg_refused) {
+    ASSERT_EQ(UCS_OK, open());
+
+    const size_t length = 8192;
+    char *buf           = (char*)map(length);
+    mock_verbs_mr_t mr;
+
+    uct_mem_h a = reg(buf, length);
+    dereg(a);
+    uct_mem_h b = reg(buf, length);
+    uct_rc_gdr_rkey_t b_key = rkey(b);
+
+    {
+        log_capture capture;
+
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_md_mem_dereg(m_md, a));
+        EXPECT_TRUE(contains(captured_log, "not live")) << captured_log.size();
+    }
+
+    /* B intact: its NIC registration, its key, its own deregistration */
+    EXPECT_TRUE(mock_verbs_find((uintptr_t)buf, &mr));
+    EXPECT_EQ(b_key.rkey, rkey(b).rkey);
+    EXPECT_EQ(b_key.rkey, mr.rkey);
+    dereg(b);
+
+    {
+        log_capture capture;
+
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_md_mem_dereg(m_md, b));
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+                  uct_md_mem_dereg(m_md, (uct_mem_h)0x12345));
+    }
+
+    close();
+    munmap(buf, length);
+}
+
+/*
+ * A peer names a bounce registration by its token: only the bytes that
+ * registration asked for are served, not the pages around them, and not the
+ * larger region a cache hit found.
+ */
+TEST_F(md, bounce_target_exact_bytes) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    /* No mechanism on this NIC (the stand-in refuses DMA-BUF): bounce */
+    set("REG_METHODS", "dmabuf");
+    ASSERT_EQ(UCS_OK, open());
+
+    const size_t alloc = 64 * 1024;
+    char *gpu          = (char*)gpu_alloc(1, alloc);
+    char *x            = gpu + 0x200;
+    ASSERT_TRUE(gpu != NULL);
+
+    uct_mem_h small = reg(x, 256);
+    uct_rc_gdr_rkey_t key = rkey(small);
+    EXPECT_FALSE(key.flags & UCT_RC_GDR_RKEY_FLAG_NIC);
+    EXPECT_EQ(1u, stats().bounce_regs);
+
+    {
+        log_capture capture;
+
+        EXPECT_EQ(UCS_OK, bounce_target(key.rkey, x, 256));
+        EXPECT_EQ(UCS_OK, bounce_target(key.rkey, x + 255, 1));
+        EXPECT_EQ(UCS_OK, bounce_target(key.rkey, x + 256, 0));
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(key.rkey, x - 1, 1));
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(key.rkey, x + 256, 1));
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(key.rkey, x, 257));
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(key.rkey, gpu, 1));
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                  bounce_target(key.rkey, x + 1, SIZE_MAX));
+        EXPECT_TRUE(contains(captured_log, "outside the registration"));
+    }
+
+    /* The whole allocation, then a part of it: the part hits the whole
+       one's region, but its token still covers the part alone */
+    uct_mem_h whole = reg(gpu, alloc);
+    uct_mem_h part  = reg(gpu + 0x8000, 100);
+    EXPECT_EQ(2u, stats().bounce_regs);
+    uct_rc_gdr_rkey_t whole_key = rkey(whole);
+    uct_rc_gdr_rkey_t part_key  = rkey(part);
+    EXPECT_NE(whole_key.rkey, part_key.rkey);
+    EXPECT_NE(key.rkey, part_key.rkey);
+    {
+        log_capture capture;
+
+        EXPECT_EQ(UCS_OK, bounce_target(whole_key.rkey, gpu, alloc));
+        EXPECT_EQ(UCS_OK, bounce_target(part_key.rkey, gpu + 0x8000, 100));
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                  bounce_target(part_key.rkey, gpu, 1));
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                  bounce_target(part_key.rkey, gpu + 0x8000 + 100, 1));
+    }
+
+    /* A deregistered registration's token names nothing */
+    dereg(part);
+    {
+        log_capture capture;
+
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                  bounce_target(part_key.rkey, gpu + 0x8000, 1));
+        EXPECT_TRUE(contains(captured_log, "an unknown"));
+    }
+
+    dereg(whole);
+    dereg(small);
+    close();
+    uct_rc_gdr_cuda_mem_free(gpu);
+}
+
+/*
+ * Without memory events (UCX_MEM_EVENTS=no, valgrind) the md still opens,
+ * host memory uncached, GPU memory cached on its buffer IDs, and says so in
+ * one line; UCX_RC_GDR_RCACHE=yes refuses to open instead, =no caches
+ * nothing.
+ */
+TEST_F(md, opens_without_memory_events) {
+    const size_t length = 16384;
+    char *buf           = (char*)map(length);
+
+    ucm_global_opts.enable_events = 0;
+    {
+        log_capture capture(UCS_LOG_LEVEL_DIAG);
+
+        ASSERT_EQ(UCS_OK, open());
+        EXPECT_TRUE(contains(captured_log, "registration cache: host memory "
+                                           "uncached: no memory unmap events"))
+                << (captured_log.empty() ? "" : captured_log[0]);
+    }
+
+    /* Each host registration its own, released at its deregistration */
+    uct_mem_h a = reg(buf, length);
+    uct_mem_h b = reg(buf, length);
+    EXPECT_EQ(2u, nic_regs());
+    dereg(a);
+    dereg(b);
+    EXPECT_EQ(0u, mock_verbs_live_count());
+    EXPECT_EQ(0u, stats().host_cache);
+
+    if (emulated_gpu()) {
+        char *gpu = (char*)gpu_alloc(1, length);
+
+        EXPECT_EQ(CACHE_SHARE | CACHE_RETAIN, stats().gpu_cache);
+        dereg(reg(gpu, length));
+        dereg(reg(gpu, length));
+        EXPECT_EQ(1u, stats().cache_hits);
+        close();
+        uct_rc_gdr_cuda_mem_free(gpu);
+    }
+    close();
+
+    set("RCACHE", "yes");
+    {
+        log_capture capture;
+
+        EXPECT_NE(UCS_OK, open());
+        EXPECT_TRUE(contains(captured_log, "UCX_RC_GDR_RCACHE=yes"));
+    }
+
+    set("RCACHE", "no");
+    ASSERT_EQ(UCS_OK, open());
+    ucm_global_opts.enable_events = m_events;
+    dereg(reg(buf, length));
+    dereg(reg(buf, length));
+    EXPECT_EQ(2u, nic_regs());
+    EXPECT_EQ(0u, stats().host_cache);
+    EXPECT_EQ(0u, stats().gpu_cache);
+    close();
+    munmap(buf, length);
+}
+
+/* Host memory gets the access its registration asks for, no more */
+TEST_F(md, host_access_flags) {
+    ASSERT_EQ(UCS_OK, open());
+
+    const struct {
+        unsigned flags;
+        int      access;
+        uint8_t  rkey_no; /* what the rkey tells peers not to try */
+    } cases[] = {
+        {UCT_MD_MEM_ACCESS_LOCAL_READ, 0,
+         UCT_RC_GDR_RKEY_FLAG_NO_READ | UCT_RC_GDR_RKEY_FLAG_NO_WRITE},
+        {UCT_MD_MEM_ACCESS_LOCAL_WRITE, IBV_ACCESS_LOCAL_WRITE,
+         UCT_RC_GDR_RKEY_FLAG_NO_READ | UCT_RC_GDR_RKEY_FLAG_NO_WRITE},
+        {UCT_MD_MEM_ACCESS_REMOTE_PUT,
+         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+         UCT_RC_GDR_RKEY_FLAG_NO_READ},
+        {UCT_MD_MEM_ACCESS_REMOTE_GET, IBV_ACCESS_REMOTE_READ,
+         UCT_RC_GDR_RKEY_FLAG_NO_WRITE},
+        {UCT_MD_MEM_ACCESS_RMA,
+         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+         IBV_ACCESS_REMOTE_READ, 0},
+        {UCT_MD_MEM_ACCESS_ALL,
+         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+         IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, 0}
+    };
+    const size_t length = 4096;
+    mock_verbs_mr_t mr;
+
+    for (const auto &c : cases) {
+        char *buf      = (char*)map(length);
+        uct_mem_h memh = reg(buf, length, c.flags);
+
+        ASSERT_TRUE(mock_verbs_find((uintptr_t)buf, &mr)) << c.flags;
+        EXPECT_EQ(c.access, mr.access) << std::hex << c.flags;
+        EXPECT_EQ(c.rkey_no, rkey(memh).flags &
+                             (UCT_RC_GDR_RKEY_FLAG_NO_READ |
+                              UCT_RC_GDR_RKEY_FLAG_NO_WRITE))
+                << std::hex << c.flags;
+        dereg(memh);
+        munmap(buf, length);
+    }
+
+    /* A cached registration with less access is not reused for more */
+    char *buf  = (char*)map(length);
+    uct_mem_h r = reg(buf, length, UCT_MD_MEM_ACCESS_REMOTE_GET);
+    uct_mem_h w = reg(buf, length, UCT_MD_MEM_ACCESS_REMOTE_PUT);
+    EXPECT_NE(rkey(r).rkey, rkey(w).rkey);
+    dereg(r);
+    dereg(w);
+    munmap(buf, length);
+}
+
+/* Staging buffers are only ever touched by the local NIC */
+TEST_F(md, internal_buffers_local_write) {
+    ASSERT_EQ(UCS_OK, open());
+
+    const size_t length = 65536;
+    char *buf           = (char*)map(length);
+    struct ibv_mr *ibmr = NULL;
+    mock_verbs_mr_t mr;
+
+    ASSERT_EQ(UCS_OK, the_module().reg_internal(m_md, buf, length, &ibmr));
+    ASSERT_TRUE(mock_verbs_find((uintptr_t)buf, &mr));
+    EXPECT_EQ(IBV_ACCESS_LOCAL_WRITE, mr.access);
+    EXPECT_EQ(0, ibv_dereg_mr(ibmr));
+    munmap(buf, length);
+}
+
+/*
+ * The direction policy is the NIC's too: with UCX_RC_GDR_NIC_READS_GPU=no a
+ * GPU registration has neither remote read nor remote atomic. Writes into a
+ * GPU that needs a read-flush then take the bounce lane as well.
+ */
+TEST_F(md, gpu_access_follows_policy) {
+    typedef int (*control_func_t)(const char *knob, long value, long *old_p);
+
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    uct_rc_gdr_cuda_driver_info_t info;
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_cuda_driver_info(&info));
+    void *driver = dlopen(info.library, RTLD_LAZY | RTLD_NOLOAD);
+    ASSERT_TRUE(driver != NULL);
+    control_func_t control = (control_func_t)dlsym(driver,
+                                                   "rc_gdr_fake_cuda_control");
+    dlclose(driver);
+    ASSERT_TRUE(control != NULL);
+
+    const int all = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    const size_t length = 65536;
+    char *gpu           = (char*)gpu_alloc(1, length);
+    uct_mem_h memh;
+    mock_verbs_mr_t mr;
+    long ordering;
+
+    /* A GPU that orders incoming writes (OWNER): no read-flush */
+    ASSERT_EQ(0, control("writes_ordering", 100, &ordering));
+
+    ASSERT_EQ(UCS_OK, open());
+    memh = reg(gpu, length);
+    ASSERT_TRUE(mock_verbs_find((uintptr_t)gpu, &mr));
+    EXPECT_EQ(all, mr.access);
+    dereg(memh);
+    close();
+
+    set("NIC_READS_GPU", "no");
+    ASSERT_EQ(UCS_OK, open());
+    memh = reg(gpu, length);
+    ASSERT_TRUE(mock_verbs_find((uintptr_t)gpu, &mr));
+    EXPECT_EQ(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, mr.access);
+    EXPECT_TRUE(rkey(memh).flags & UCT_RC_GDR_RKEY_FLAG_NO_READ);
+    dereg(memh);
+    close();
+
+    /* One that does not (NONE): its writes need a read, which the NIC may
+       not make, so they bounce too */
+    control("writes_ordering", 0, NULL);
+    {
+        log_capture capture(UCS_LOG_LEVEL_DIAG);
+
+        ASSERT_EQ(UCS_OK, open());
+        EXPECT_TRUE(contains(captured_log, "GPU1 <-> " MOCK_VERBS_DEVICE_NAME
+                                           " NIC-writes-GPU uses the bounce "
+                                           "lane: writes into GPU1 need a "
+                                           "read-flush"));
+    }
+    memh = reg(gpu, length);
+    EXPECT_FALSE(mock_verbs_find((uintptr_t)gpu, &mr));
+    EXPECT_FALSE(rkey(memh).flags & UCT_RC_GDR_RKEY_FLAG_NIC);
+    EXPECT_EQ(1u, stats().bounce_regs);
+    dereg(memh);
+    close();
+
+    /* REQUIRE=gdr does not accept writes it cannot flush */
+    set("REQUIRE", "gdr");
+    {
+        log_capture capture;
+
+        EXPECT_NE(UCS_OK, open());
+        EXPECT_TRUE(contains(captured_log, "NIC-writes-GPU refused"));
+    }
+
+    control("writes_ordering", ordering, NULL);
+    uct_rc_gdr_cuda_mem_free(gpu);
+}
