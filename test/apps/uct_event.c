@@ -148,6 +148,13 @@ static ucs_status_t pending_am_send(uct_pending_req_t *self)
 }
 
 
+static size_t pack_hdr(void *dest, void *arg)
+{
+    memcpy(dest, arg, sizeof(uint64_t));
+    return sizeof(uint64_t);
+}
+
+
 /* An active message from a, posted without progressing b */
 static ucs_status_t send_am(uct_test_node_t *a, uint64_t hdr)
 {
@@ -162,6 +169,7 @@ static void run_uct(const char *dev_a, const char *dev_b)
 {
     const uint64_t flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
                            UCT_IFACE_FLAG_EVENT_RECV |
+                           UCT_IFACE_FLAG_EVENT_RECV_SIG |
                            UCT_IFACE_FLAG_EVENT_FD;
     uct_test_node_t a, b, *nodes_a[1] = {&a}, *nodes[2] = {&a, &b};
     pending_am_t pending = {.done = 0};
@@ -170,6 +178,7 @@ static void run_uct(const char *dev_a, const char *dev_b)
     uct_test_comp_t comp;
     ucs_status_t status;
     int fd_a, fd_b, ok, count;
+    ssize_t packed;
     double elapsed;
     uct_iov_t iov;
 
@@ -177,7 +186,8 @@ static void run_uct(const char *dev_a, const char *dev_b)
     node_open(&b, dev_b);
 
     uct_test_check((a.iface_attr.cap.event_flags & flags) == flags,
-                   "event flags SEND_COMP|RECV|FD advertised (0x%" PRIx64
+                   "event flags SEND_COMP|RECV|RECV_SIG|FD advertised (0x%"
+                   PRIx64
                    ")", (uint64_t)a.iface_attr.cap.event_flags);
 
     status = uct_iface_event_fd_get(a.iface, &fd_a);
@@ -287,6 +297,32 @@ static void run_uct(const char *dev_a, const char *dev_b)
     uct_test_check(ok && (g_am_hdr == 0xa3),
                    "that message is delivered by progress (header 0x%"
                    PRIx64 ")", g_am_hdr);
+
+    /* --- UCT_EVENT_RECV_SIG: only signaled messages wake --- */
+    status = arm_until_ok(&b, UCT_EVENT_RECV_SIG);
+    uct_test_check(status == UCS_OK, "arm RECV_SIG once idle (%s)",
+                   ucs_status_string(status));
+    count  = g_am_count;
+    status = send_am(&a, 0xb1);
+    uct_test_check((status == UCS_OK) && !fd_wait(fd_b, QUIET_S, NULL),
+                   "an unsignaled message does not wake RECV_SIG (%s)",
+                   ucs_status_string(status));
+    ok = progress_until(&b, &g_am_count, count + 1);
+    status = arm_until_ok(&b, UCT_EVENT_RECV_SIG);
+    uct_test_check(ok && (status == UCS_OK),
+                   "it is delivered by progress, arm again (%s)",
+                   ucs_status_string(status));
+    g_am_hdr = 0xb2;
+    packed   = UCT_TEST_RETRY(nodes_a, 1,
+                              uct_ep_am_bcopy(a.ep, AM_ID, pack_hdr,
+                                              (void*)&g_am_hdr,
+                                              UCT_SEND_FLAG_SIGNALED));
+    ok       = fd_wait(fd_b, WAKE_TIMEOUT_S, &elapsed);
+    uct_test_check((packed == sizeof(uint64_t)) && ok,
+                   "a message sent with UCT_SEND_FLAG_SIGNALED wakes it "
+                   "(%.3f s)", elapsed);
+    ok = progress_until(&b, &g_am_count, count + 2);
+    uct_test_check(ok, "and is delivered by progress");
 
     /* --- UCT_EVENT_SEND_COMP --- */
     status = arm_until_ok(&a, UCT_EVENT_SEND_COMP);

@@ -448,6 +448,14 @@ ucs_status_t uct_rc_gdr_ep_get_bcopy(uct_ep_h tl_ep,
  * Active messages: SEND with immediate data, flow-controlled by credits
  * ------------------------------------------------------------------------ */
 
+/* A message sent with UCT_SEND_FLAG_SIGNALED wakes a receiver armed for
+ * UCT_EVENT_RECV_SIG: the solicited-event bit of the send. */
+static UCS_F_ALWAYS_INLINE int uct_rc_gdr_ep_am_solicited(unsigned flags)
+{
+    return (flags & UCT_SEND_FLAG_SIGNALED) ? IBV_SEND_SOLICITED : 0;
+}
+
+
 static ucs_status_t uct_rc_gdr_ep_am_post(uct_rc_gdr_ep_t *ep, uint8_t id,
                                           struct ibv_send_wr *wr,
                                           uct_rc_gdr_op_t *op)
@@ -542,9 +550,10 @@ ssize_t uct_rc_gdr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     sge.length = length;
     sge.lkey   = op->buf->lkey;
     memset(&wr, 0, sizeof(wr));
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    status     = uct_rc_gdr_ep_am_post(ep, id, &wr, op);
+    wr.sg_list    = &sge;
+    wr.num_sge    = 1;
+    wr.send_flags = uct_rc_gdr_ep_am_solicited(flags);
+    status        = uct_rc_gdr_ep_am_post(ep, id, &wr, op);
     return (status == UCS_OK) ? (ssize_t)length : status;
 }
 
@@ -597,11 +606,12 @@ ucs_status_t uct_rc_gdr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    op->comp   = comp;
+    op->comp      = comp;
     memset(&wr, 0, sizeof(wr));
-    wr.sg_list = sges;
-    wr.num_sge = num_sge + 1;
-    status     = uct_rc_gdr_ep_am_post(ep, id, &wr, op);
+    wr.sg_list    = sges;
+    wr.num_sge    = num_sge + 1;
+    wr.send_flags = uct_rc_gdr_ep_am_solicited(flags);
+    status        = uct_rc_gdr_ep_am_post(ep, id, &wr, op);
     return (status == UCS_OK) ? UCS_INPROGRESS : status;
 }
 

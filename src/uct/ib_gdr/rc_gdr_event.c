@@ -33,9 +33,9 @@
  * moderation is at most half the queue), so a pending request waiting for
  * room is woken by that completion.
  *
- * UCT_IFACE_FLAG_EVENT_RECV_SIG is not advertised: the sender's side,
- * IBV_SEND_SOLICITED on active messages sent with UCT_SEND_FLAG_SIGNALED,
- * is not there yet; arming for it alone would then miss every message.
+ * UCT_EVENT_RECV_SIG: active messages sent with UCT_SEND_FLAG_SIGNALED
+ * carry IBV_SEND_SOLICITED (rc_gdr_ep.c), the others wake no one armed for
+ * it alone.
  *
  * See file LICENSE for terms.
  */

@@ -191,10 +191,11 @@ static ucs_status_t uct_rc_gdr_iface_query(uct_iface_h tl_iface,
                       UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_EP_CHECK |
                       UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
 
-    /* Through the completion channel (rc_gdr_event.c); RECV_SIG needs
-     * solicited sends, which active messages do not make yet. */
+    /* Through the completion channel (rc_gdr_event.c); RECV_SIG: active
+     * messages sent with UCT_SEND_FLAG_SIGNALED are solicited. */
     attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
                             UCT_IFACE_FLAG_EVENT_RECV |
+                            UCT_IFACE_FLAG_EVENT_RECV_SIG |
                             UCT_IFACE_FLAG_EVENT_FD;
 
     if (iface->config.atomic) {
