@@ -10,8 +10,9 @@
 # pass with its reason and what rc_verbs did, and ends with one line
 # "N passed, N failed, N skipped" counted over rc_gdr's tests: a test is
 # failed when rc_gdr fails, crashes or hangs (or skips where rc_verbs passes),
-# unless rc_verbs fails it too (a limit of soft-RoCE: then skipped, and said
-# why) or it is listed in contrib/conformance/not-applicable.txt.
+# unless rc_verbs does the same (fails where rc_gdr fails, crashes or hangs
+# where rc_gdr does: a limit of soft-RoCE; then skipped, and said why) or it
+# is listed in contrib/conformance/not-applicable.txt.
 #
 # Usage: contrib/conformance.sh [--core | --full] [options]
 #   --core          the CI subset (default): flush, cancel, pending, p2p
@@ -22,9 +23,19 @@
 #                   passed to gtest as it is
 #   --timeout S     per-test limit in seconds (default 60)
 #   --vm-timeout S  limit of the whole guest run (default 3000)
-#   --no-build      use build/ as it is (do not run contrib/build.sh)
+#   --fresh-verbs   run rc_verbs' tests even where the cache has their
+#                   results (see below)
+#   --no-build      use the build as it is (do not run contrib/build.sh)
+# Environment: RC_GDR_BUILD, the build directory (default build/).
+#
+# rc_verbs' results depend only on UCX, the gtest build, the guest kernel and
+# rdma-core, not on rc_gdr: they are kept beside the cached gtest binary
+# (rc_verbs-results-<key>.tsv) and reused, so a later run runs rc_gdr's
+# tests only (rc_verbs hangs in a few tests on soft-RoCE, which costs minutes).
 #   --out DIR       keep the raw results in DIR (default: a temporary
 #                   directory, removed at the end)
+#   --resume        with --out: run only the tests that have no result in
+#                   DIR yet (after an interrupted run)
 #   --report DIR    only print the report of results kept with --out
 #
 set -euo pipefail
@@ -38,6 +49,8 @@ VM_TIMEOUT=3000
 BUILD=1
 OUT=""
 REPORT_ONLY=0
+RESUME=0
+FRESH_VERBS=0
 
 # The CI subset, as gtest suite patterns (the transport prefix is added).
 CORE_SUITES="uct_flush_test uct_cancel_test test_uct_pending
@@ -65,6 +78,8 @@ parse_args() {
         --no-build)   BUILD=0 ;;
         --out)        [ $# -ge 2 ] || die "--out needs a directory"
                       OUT=$2; shift ;;
+        --resume)     RESUME=1 ;;
+        --fresh-verbs) FRESH_VERBS=1 ;;
         --report)     [ $# -ge 2 ] || die "--report needs a directory"
                       OUT=$2; REPORT_ONLY=1; shift ;;
         -h|--help)    usage; exit 0 ;;
@@ -96,13 +111,45 @@ gtest_filter() {
     echo "$out"
 }
 
+# Where rc_verbs' results are kept: beside the gtest binary (whose directory
+# is keyed by the UCX version and the patch), keyed further by what else they
+# depend on: the guest kernel, rdma-core's providers, the per-test limit.
+verbs_cache() { # GTEST
+    local key
+    key=$( { ls "${RXEVM_CACHE:-/var/cache/rc_gdr/rxe-vm}/debs" 2>/dev/null
+             dpkg-query -W ibverbs-providers libucx0 2>/dev/null
+             echo "$TIMEOUT"; } | sha256sum | cut -c1-12)
+    echo "$(dirname "$1")/rc_verbs-results-$key.tsv"
+}
+
+# Keeps this run's rc_verbs results (transport rc_verbs, md component ib)
+# for the next runs; a newer result of a test replaces the older one.
+verbs_cache_update() { # GTEST
+    local cache new
+    cache=$(verbs_cache "$1")
+    new=$(mktemp)
+    grep -E '^(rc_verbs|ib)/' "$OUT/results.tsv" |
+        grep -v 'no result: the guest run ended$' > "$new" || true
+    if [ -s "$new" ]; then
+        { cat "$new"; [ -f "$cache" ] && cat "$cache"; } |
+            awk -F'\t' '!seen[$1]++' > "$cache.tmp"
+        mv "$cache.tmp" "$cache"
+    fi
+    rm -f "$new"
+}
+
 run_guest() { # GTEST
-    local rc=0
+    local rc=0 seed=/dev/null
     echo "== conformance ($MODE${FILTER:+, filter $FILTER}): UCX's UCT gtest" \
          "in the soft-RoCE guest, ${TIMEOUT} s per test"
+    if [ "$FRESH_VERBS" = 0 ] && [ -f "$(verbs_cache "$1")" ]; then
+        seed=$(verbs_cache "$1")
+        echo "conformance: rc_verbs results of earlier runs reused" \
+             "($seed; --fresh-verbs runs them again)"
+    fi
     contrib/rxe-vm.sh --timeout "$VM_TIMEOUT" --rw "$OUT" -- \
-        "$CONF/run-guest.sh" "$1" "$OUT" "$(gtest_filter)" "$TIMEOUT" ||
-        rc=$?
+        "$CONF/run-guest.sh" "$1" "$OUT" "$(gtest_filter)" "$TIMEOUT" \
+        "$seed" || rc=$?
     if [ "$rc" != 0 ]; then
         echo "conformance: the guest run ended with status $rc" \
              "(124: the whole run timed out); tests that did not run are" \
@@ -120,6 +167,9 @@ run_guest() { # GTEST
 main() {
     local gtest t0=$SECONDS keep=1 rc=0
     parse_args "$@"
+    if [ "$RESUME" = 1 ] && [ -z "$OUT" ]; then
+        die "--resume needs --out DIR"
+    fi
     if [ -z "$OUT" ]; then
         OUT=$(mktemp -d /tmp/rc_gdr_conformance.XXXXXX)
         keep=0
@@ -129,13 +179,24 @@ main() {
 
     if [ "$REPORT_ONLY" = 0 ]; then
         if [ "$BUILD" = 1 ]; then
-            contrib/build.sh
+            contrib/build.sh "${RC_GDR_BUILD:-build}"
         fi
         gtest=$("$CONF/build-gtest.sh" --print-path)
-        printf 'gtest\t%s\n' "$gtest" > "$OUT/binaries.tsv"
-        rm -rf "$OUT/logs" "$OUT"/batch*.log
-        : > "$OUT/results.tsv"
+        # what the report resolves crash frames with: the binaries of the run
+        cp "${RC_GDR_BUILD:-build}/src/uct/ib_gdr/.libs/libuct_ib_gdr.so" \
+            "$OUT/libuct_ib_gdr.so"
+        printf 'gtest\t%s\nmodule\t%s\n' "$gtest" "$OUT/libuct_ib_gdr.so" \
+            > "$OUT/binaries.tsv"
+        if [ "$RESUME" = 1 ] && [ -f "$OUT/results.tsv" ]; then
+            grep -v 'no result: the guest run ended$' "$OUT/results.tsv" \
+                > "$OUT/results.tsv.old" || true
+            mv "$OUT/results.tsv.old" "$OUT/results.tsv"
+        else
+            rm -rf "$OUT/logs" "$OUT"/batch*.log
+            : > "$OUT/results.tsv"
+        fi
         run_guest "$gtest"
+        verbs_cache_update "$gtest"
         echo "conformance: $((SECONDS - t0)) s in all"
     fi
     "$CONF/report.sh" "$OUT" "$CONF/not-applicable.txt" || rc=$?

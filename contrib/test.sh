@@ -7,11 +7,14 @@
 #      faults, byte-exact data
 #   3  GPU tests: run where a CUDA driver and GPU are present, skipped (and
 #      said so) elsewhere
+#   4  conformance: UCX's own UCT test suites (the CI subset) in the guest,
+#      rc_gdr beside rc_verbs (contrib/conformance.sh --core)
 #   5  releases: the same source against upstream UCX (built once per machine
 #      by contrib/ucx-upstream.sh, cached): 1.22.0 every tier above, 1.16.0
 #      and 1.19.1 build + unit + host + one guest UCP run; every module
 #      loaded into every other release (refused in one line, no crash)
-# and ends with one line "N passed, N failed" totalled over the tiers run.
+# and ends with one line "N passed, N failed, N skipped" totalled over the
+# tiers run.
 #
 # Usage: contrib/test.sh [--no-vm]
 #   RC_GDR_RELEASES="1.22.0 1.16.0 1.19.1" (default; "none" skips tier 5)
@@ -41,6 +44,20 @@ tally_plain() {
     fi
     tally "$(echo "$line" | awk '{print $1}')" \
           "$(echo "$line" | awk '{print $3}')" 0
+}
+
+# Reads "N passed, N failed, N skipped" from the last such line of a tier's
+# output; none at all (it crashed or hung) counts as one failure.
+tally_counts() {
+    local line
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$1" |
+           tail -n1)
+    if [ -z "$line" ]; then
+        tally 0 1 0
+        return
+    fi
+    # shellcheck disable=SC2046  # three numbers
+    tally $(echo "$line" | awk '{print $1, $3, $5}')
 }
 
 # Reads googletest's summary; no summary at all means the binary crashed.
@@ -147,6 +164,13 @@ if [ -e /dev/nvidiactl ] || [ -e /dev/nvidia0 ]; then
 else
     echo "SKIP tier 3: no GPU on this machine (the GPU suites run where" \
          "a CUDA driver and device are present)"
+fi
+
+if [ "$RUN_VM" = 1 ]; then
+    echo "== tier 4: conformance, UCX's UCT suites (CI subset) in the guest," \
+         "rc_gdr beside rc_verbs"
+    contrib/conformance.sh --core --no-build 2>&1 | tee "$OUT/conformance"
+    tally_counts "$OUT/conformance"
 fi
 
 rm -rf "$OUT"

@@ -14,7 +14,8 @@
 # Counting, per rc_gdr test (one per device): passed; failed when it fails,
 # crashes or hangs, or skips where rc_verbs passes; skipped when rc_verbs
 # skips too, or fails too (a soft-RoCE limit), or the test is listed in
-# NOT_APPLICABLE. A crash or a hang is a failure whatever rc_verbs did.
+# NOT_APPLICABLE. A crash or a hang is a failure unless rc_verbs crashes or
+# hangs in the same test too.
 #
 # Usage: contrib/conformance/report.sh DIR NOT_APPLICABLE [--markdown]
 #   --markdown  the table and lists as Markdown (for doc/CONFORMANCE.md)
@@ -24,32 +25,31 @@ set -euo pipefail
 DIR=$1
 NA=$2
 MD=${3:-}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 
 usage() { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
 # "lib.so(+0x1234)" frames in the reasons, resolved to function names where
-# the binary is at hand (the gtest binary, the module in build/).
+# the binary is at hand (binaries.tsv: the gtest binary, the module copied
+# into DIR at the start of the run).
 resolve_frames() {
-    local gtest_bin lib line out
+    local gtest_bin lib line rest out whole obj off file fn
     gtest_bin=$(sed -n 's/^gtest\t//p' "$DIR/binaries.tsv" 2>/dev/null || true)
-    lib="$ROOT/${RC_GDR_BUILD:-build}/src/uct/ib_gdr/.libs/libuct_ib_gdr.so"
+    lib=$(sed -n 's/^module\t//p' "$DIR/binaries.tsv" 2>/dev/null || true)
     while IFS= read -r line; do
-        out=$line
-        while [[ $out =~ (gtest|libuct_ib_gdr\.so)\(\+(0x[0-9a-f]+)\) ]]; do
-            local whole=${BASH_REMATCH[0]} obj=${BASH_REMATCH[1]}
-            local off=${BASH_REMATCH[2]} file="" fn=""
-            case $obj in
-            gtest) file=$gtest_bin ;;
-            *)     file=$lib ;;
-            esac
+        out="" rest=$line
+        while [[ $rest =~ (gtest|libuct_ib_gdr\.so)\(\+(0x[0-9a-f]+)\) ]]; do
+            whole=${BASH_REMATCH[0]} obj=${BASH_REMATCH[1]}
+            off=${BASH_REMATCH[2]} fn=""
+            file=$lib
+            [ "$obj" = gtest ] && file=$gtest_bin
             if [ -n "$file" ] && [ -f "$file" ]; then
                 fn=$(addr2line -f -C -e "$file" "$off" 2>/dev/null | head -n1)
             fi
             [ -n "$fn" ] && [ "$fn" != "??" ] || fn="+$off"
-            out=${out/"$whole"/"$obj($fn)"}
+            out="$out${rest%%"$whole"*}$obj($fn)"
+            rest=${rest#*"$whole"}
         done
-        printf '%s\n' "$out"
+        printf '%s\n' "$out$rest"
     done
 }
 
@@ -107,10 +107,12 @@ report() {
                 if (v == "passed") {
                     verdict = "failed"; note = "skipped (" why["gdr", key] ") where rc_verbs passes"
                 } else {
-                    verdict = "skipped"; note = "skipped by both: " why["gdr", key]
+                    verdict = "skipped"; note = "skipped: " why["gdr", key] \
+                        ((v == "skipped") ? "" : "; rc_verbs " v)
                 }
-            } else if (s == "failed" && (v == "failed" || v == "crashed" || v == "hung")) {
-                verdict = "skipped"; note = "rc_verbs " v " too: " vw
+            } else if ((s == "failed" && (v == "failed" || v == "crashed" || v == "hung")) ||
+                       ((s == "crashed" || s == "hung") && (v == "crashed" || v == "hung"))) {
+                verdict = "skipped"; note = "rc_gdr " s ", rc_verbs " v " too: " vw
             } else {
                 verdict = "failed"; note = s ": " why["gdr", key]
             }
@@ -186,7 +188,7 @@ report() {
             else printf "SKIP %s %s: %s\n", f[1], f[2], f[3]
         }
         print ""
-        print hdr "skipped by both (" nsb + 0 "), with rc_gdr'"'"'s reason"
+        print hdr "skipped by rc_gdr, not where rc_verbs passes (" nsb + 0 "): the reason"
         for (i = 1; i <= nsb; i++) {
             split(sb[i], f, "\t")
             if (md != "") printf "- `%s` %s: %s\n", f[1], f[2], f[3]
@@ -205,7 +207,7 @@ main() {
         exit 2
     fi
     report > "$DIR/report.raw" || rc=$?
-    resolve_frames < "$DIR/report.raw"
+    resolve_frames < "$DIR/report.raw" | c++filt
     return "$rc"
 }
 

@@ -15,7 +15,11 @@
 #
 # and the output of every test that did not pass to OUTDIR/logs/.
 #
-# Usage: contrib/conformance/run-guest.sh GTEST OUTDIR FILTER TIMEOUT
+# Tests already in OUTDIR/results.tsv (a resumed run) or in the results file
+# SEED (rc_verbs results of earlier runs) are not run again; those from SEED
+# are copied into OUTDIR/results.tsv.
+#
+# Usage: contrib/conformance/run-guest.sh GTEST OUTDIR FILTER TIMEOUT [SEED]
 #
 set -uo pipefail
 
@@ -23,6 +27,7 @@ GTEST=$1
 OUT=$2
 FILTER=$3
 TIMEOUT=$4
+SEED=${5:-/dev/null}
 GRACE=30        # the monitor's margin over UCX's watchdog
 
 log() { echo "conformance: $*"; }
@@ -31,11 +36,18 @@ log() { echo "conformance: $*"; }
 # output to $2; kills it when no test has started or finished for
 # TIMEOUT + GRACE seconds. Returns 124 when it had to.
 run_batch() {
-    local list=$1 blog=$2 pid last=-1 now count stalled=0 rc
-    setsid "$GTEST" -t "$TIMEOUT" \
-        --gtest_filter="$(paste -sd: "$list")" > "$blog" 2>&1 &
-    pid=$!
-    while kill -0 "$pid" 2>/dev/null; do
+    local list=$1 blog=$2 pid job last=-1 now count stalled=0 rc
+    # gtest in a session of its own (a test may fork; the monitor kills
+    # them all), inside a subshell whose stderr hides the shell's "Aborted"
+    ( setsid "$GTEST" -t "$TIMEOUT" \
+          --gtest_filter="$(paste -sd: "$list")" > "$blog" 2>&1 &
+      echo $! > "$OUT/gtest.pid"
+      wait $! ) 2>/dev/null &
+    job=$!
+    while [ ! -s "$OUT/gtest.pid" ]; do sleep 0.1; done
+    pid=$(cat "$OUT/gtest.pid")
+    rm -f "$OUT/gtest.pid"
+    while kill -0 "$job" 2>/dev/null; do
         sleep 2
         count=$(grep -c '^\[ \(RUN \|      OK\|  FAILED\) ' "$blog")
         now=$SECONDS
@@ -45,11 +57,11 @@ run_batch() {
             echo "conformance-watchdog: no progress for $((now - stalled)) s," \
                  "killed" >> "$blog"
             kill -KILL -- "-$pid" 2>/dev/null
-            wait "$pid" 2>/dev/null
+            wait "$job"
             return 124
         fi
     done
-    wait "$pid"
+    wait "$job"
     rc=$?
     return "$rc"
 }
@@ -111,7 +123,7 @@ parse_batch() { # BATCH_LOG RC
         flush_log(cur); cur = ""; next
     }
     # gtest: "file:line: Failure" and up to 3 lines of message
-    want > 0 && /^\[/ { want = 0 }
+    want > 0 && (/^\[/ || /: Failure$/) { want = 0 }
     want > 0 {
         if ($0 != "" && $0 != "Failed") fail = fail " " $0
         want--; next
@@ -138,17 +150,22 @@ parse_batch() { # BATCH_LOG RC
     END {
         if (cur != "") {
             st = (rc == 124 || buf ~ /abort testing|conformance-watchdog/) ? "hung" : "crashed"
-            printf "%s\t%s\t%s\t%s\n", cur, st, "", reason_of(st)
+            r = reason_of(st)
+            if (r == "") {
+                r = "the process ended (status " rc ") without a message"
+                if (rc == 137) r = r "; SIGKILL: out of memory?"
+            }
+            printf "%s\t%s\t%s\t%s\n", cur, st, "", r
             flush_log(cur)
         }
     }' "$1"
 }
 
 main() {
-    local list remaining done_ batch=0 rc n before
+    local list remaining done_ batch rc n before
     . contrib/env.sh "${RC_GDR_BUILD:-build}" || exit 2
     mkdir -p "$OUT/logs"
-    : > "$OUT/results.tsv"
+    touch "$OUT/results.tsv"
     export UCX_HANDLE_ERRORS=bt UCX_LOG_LEVEL=warn UCX_LOG_PRINT_ENABLE=y
     export UCX_ERROR_SIGNALS=ILL,SEGV,BUS,FPE,ABRT
 
@@ -159,9 +176,18 @@ main() {
         sed 's/\t *[^ ]* *# *GetParam() = /\t/' > "$OUT/params.tsv"
     cut -f1 "$OUT/params.tsv" > "$list"
     n=$(wc -l < "$list")
-    log "$n tests selected ($FILTER)"
+    # earlier results of the selected tests that have none here yet
+    cut -f1 "$OUT/results.tsv" | sort > "$OUT/done.txt"
+    awk -F'\t' 'FILENAME == ARGV[1] { want[$1] = 1; next }
+                FILENAME == ARGV[2] { done_[$1] = 1; next }
+                ($1 in want) && !($1 in done_)' \
+        "$list" "$OUT/done.txt" "$SEED" >> "$OUT/results.tsv"
     remaining="$OUT/remaining.txt"
-    cp "$list" "$remaining"
+    cut -f1 "$OUT/results.tsv" | sort > "$OUT/done.txt"
+    grep -vxF -f "$OUT/done.txt" "$list" > "$remaining" || true
+    log "$n tests selected, $(wc -l < "$remaining") to run" \
+        "($(wc -l < "$OUT/results.tsv") results known)"
+    batch=$(find "$OUT" -maxdepth 1 -name 'batch*.log' | wc -l)
     while [ -s "$remaining" ]; do
         batch=$((batch + 1))
         before=$(wc -l < "$OUT/results.tsv")
