@@ -13,7 +13,6 @@
 #include <ucs/datastruct/khash.h>
 
 #include <infiniband/verbs.h>
-#include <pthread.h>
 
 
 #define UCT_RC_GDR_COMPONENT_NAME "rc_gdr"
