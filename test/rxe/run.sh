@@ -282,12 +282,16 @@ test_bounce_direction_policy() {
 # One direction on the GDR lane, the other bounced: the target's policy
 # travels in its rkey (NO_READ / NO_WRITE), and peers bounce accordingly,
 # the flush read still reaching GPUs that need it.
+# (NIC_READS_GPU=no on a GPU that needs the flush read would bounce writes
+# too: the read is what the NIC may not do. An ordering GPU keeps one
+# direction on GDR; the last case is the other.)
 test_one_direction() {
-    UCX_RC_GDR_NIC_READS_GPU=no with_emulated_gpu \
-        "$B/test/apps/uct_gpu" uct rxe0:1 rxe1:1 &&
+    RC_GDR_FAKE_CUDA_WRITES_ORDERING=100 UCX_RC_GDR_NIC_READS_GPU=no \
+        with_emulated_gpu "$B/test/apps/uct_gpu" uct rxe0:1 rxe1:1 &&
     UCX_RC_GDR_NIC_WRITES_GPU=no with_emulated_gpu \
         "$B/test/apps/uct_gpu" uct rxe0:1 rxe1:1 &&
-    UCX_RC_GDR_NIC_READS_GPU=no UCX_TLS=rc_gdr,ud_verbs:aux,self \
+    RC_GDR_FAKE_CUDA_WRITES_ORDERING=100 UCX_RC_GDR_NIC_READS_GPU=no \
+        UCX_TLS=rc_gdr,ud_verbs:aux,self \
         with_emulated_gpu "$B/test/apps/uct_gpu" ucp &&
     UCX_RC_GDR_NIC_READS_GPU=no UCX_RC_GDR_FLUSH=always \
         UCX_TLS=rc_gdr,ud_verbs:aux,self \
