@@ -60,6 +60,28 @@ report() {
         gsub(/\*/, ".*", g); gsub(/\?/, ".", g)
         return "^" g "$"
     }
+    function add(list, t, outcome, d, text,   g) {
+        g = list SUBSEP t SUBSEP outcome
+        if (!(g in gdev)) {
+            n[list]++; glist[list, n[list]] = g; gtext[g] = t "\t" text
+            gdev[g] = d
+        } else {
+            gdev[g] = gdev[g] ", " d
+        }
+        ntests[list]++
+    }
+    # prints one list: "TAG test (devices): text[; rc_verbs: ...]"
+    function print_list(list, tag,   i, g, f) {
+        for (i = 1; i <= n[list]; i++) {
+            g = glist[list, i]; split(gtext[g], f, "\t")
+            if (md != "") {
+                printf "- `%s` (%s): %s%s\n", f[1], gdev[g], f[2], (f[3] != "") ? "; rc_verbs: " f[3] : ""
+            } else {
+                printf "%s %s (%s): %s\n", tag, f[1], gdev[g], f[2]
+                if (f[3] != "") printf "     rc_verbs: %s\n", f[3]
+            }
+        }
+    }
     function na_reason(name,   i) {
         for (i = 1; i <= nna; i++) if (name ~ na_re[i]) return na_why[i]
         return ""
@@ -117,12 +139,14 @@ report() {
                 verdict = "failed"; note = s ": " why["gdr", key]
             }
             tot[verdict]++; pdev[d, verdict]++
+            # the lists: one line per test and outcome, the devices together
+            # (the first device'"'"'s reason stands for them)
             if (verdict == "failed") {
-                fl[++nfl] = t "\t" d "\t" note "\t" v ((v != "passed" && vw != "") ? " (" vw ")" : "")
+                add("fl", t, s "," v, d, note "\t" v ((v != "passed" && vw != "") ? " (" vw ")" : ""))
             } else if (verdict == "skipped" && s != "skipped") {
-                sk[++nsk] = t "\t" d "\t" note
+                add("sk", t, s "," v, d, note)
             } else if (verdict == "skipped") {
-                sb[++nsb] = t "\t" d "\t" note
+                add("sb", t, s "," v, d, note)
             }
         }
         if (md != "") {
@@ -174,26 +198,14 @@ report() {
         print ""
         print ""
         hdr = (md != "") ? "### " : "== "
-        print hdr "rc_gdr failures (" nfl + 0 "): test, device, what happened; what rc_verbs did"
-        for (i = 1; i <= nfl; i++) {
-            split(fl[i], f, "\t")
-            if (md != "") printf "- `%s` %s: %s; rc_verbs: %s\n", f[1], f[2], f[3], f[4]
-            else printf "FAIL %s %s: %s\n     rc_verbs: %s\n", f[1], f[2], f[3], f[4]
-        }
+        print hdr "rc_gdr failures (" ntests["fl"] + 0 " tests): test (devices): what happened; what rc_verbs did"
+        print_list("fl", "FAIL")
         print ""
-        print hdr "not counted (" nsk + 0 "): rc_verbs fails too, or not applicable"
-        for (i = 1; i <= nsk; i++) {
-            split(sk[i], f, "\t")
-            if (md != "") printf "- `%s` %s: %s\n", f[1], f[2], f[3]
-            else printf "SKIP %s %s: %s\n", f[1], f[2], f[3]
-        }
+        print hdr "not counted (" ntests["sk"] + 0 " tests): not applicable, or rc_verbs fails too"
+        print_list("sk", "SKIP")
         print ""
-        print hdr "skipped by rc_gdr, not where rc_verbs passes (" nsb + 0 "): the reason"
-        for (i = 1; i <= nsb; i++) {
-            split(sb[i], f, "\t")
-            if (md != "") printf "- `%s` %s: %s\n", f[1], f[2], f[3]
-            else printf "SKIP %s %s: %s\n", f[1], f[2], f[3]
-        }
+        print hdr "skipped by rc_gdr, not where rc_verbs passes (" ntests["sb"] + 0 " tests): the reason"
+        print_list("sb", "SKIP")
         print ""
         printf "%d passed, %d failed, %d skipped\n", tot["passed"], tot["failed"], tot["skipped"]
         exit (tot["failed"] > 0)
