@@ -52,7 +52,7 @@
 #include "rc_gdr_cuda.h"
 
 #include <ucs/sys/compiler_def.h>
-#include <ucs/sys/math.h>
+#include "rc_gdr_glue_math.h"
 #include <ucs/type/status.h>
 
 #include <stddef.h>
