@@ -51,7 +51,7 @@ check_pair() {
     echo "$out" | grep -v '^UCX_' | head -5
     echo "exit status $rc"
     [ "$rc" = 0 ] &&
-        [ "$(echo "$out" | grep -ci 'rc_gdr')" = 1 ] &&
+        [ "$(echo "$out" | sed 's|/rc_gdr/|/|g' | grep -ci 'rc_gdr')" = 1 ] &&
         echo "$out" | grep -q "built for UCX $mver but this process runs UCX $pver; the transport is not registered" &&
         ! echo "$out" | grep -q '^UCX_RC_GDR_'
 }
