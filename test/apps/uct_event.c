@@ -456,9 +456,11 @@ static void run_ucp(void)
     ucp_params_t params          = {.field_mask = UCP_PARAM_FIELD_FEATURES,
                                     .features   = UCP_FEATURE_TAG |
                                                   UCP_FEATURE_WAKEUP};
+    /* serialized, not single: worker 0 is set up here and then used by the
+     * sender thread, and newer UCX asserts a single worker's owner */
     ucp_worker_params_t wparams  = {.field_mask  =
                                             UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-                                    .thread_mode = UCS_THREAD_MODE_SINGLE};
+                                    .thread_mode = UCS_THREAD_MODE_SERIALIZED};
     ucp_request_param_t sparam   = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK,
                                     .cb.send      = ucp_send_cb};
     ucp_request_param_t rparam   = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK,
