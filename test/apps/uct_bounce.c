@@ -1271,6 +1271,14 @@ static int ucp_rma_on_rc_gdr(ucp_ep_h ep)
             (sscanf(p, "lane[%d]:", &lane) == 1) && (lane >= 0) &&
             (lane < 32)) {
             rc_gdr_lane[lane] = (strstr(line, ":rc_gdr/") != NULL);
+            /* a lane for RMA bandwidth (every release prints this; the
+             * protocol lines below differ between them) */
+            if (strstr(line, " rma_bw#") != NULL) {
+                ++rma_lanes;
+                ok &= rc_gdr_lane[lane];
+                printf("     UCP RMA lane %d: %s\n", lane,
+                       rc_gdr_lane[lane] ? "rc_gdr" : "not rc_gdr");
+            }
         }
         if (((p = strstr(line, " put[")) != NULL) &&
             (sscanf(p, " put[%d]:", &lane) == 1) && (lane >= 0) &&

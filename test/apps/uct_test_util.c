@@ -476,6 +476,7 @@ static void *uct_test_module_sym(const char *name)
     void *module;
 
     if (func == NULL) {
+        uct_test_component_find(); /* UCX loads its plugins on this query */
         module = dlopen("libuct_ib_gdr.so", RTLD_LAZY | RTLD_NOLOAD);
         if (module != NULL) {
             func = dlsym(module, name);

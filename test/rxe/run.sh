@@ -106,10 +106,12 @@ test_events() {
             "$LOG/event.out"
 }
 
-# ucx_perftest at UCT level: the server takes -x/-d from the client.
+# ucx_perftest at UCT level. Up to 1.21 the server takes -x/-d from the
+# client; 1.22 wants its own (older releases accept and override them).
 perftest_uct() {
     local port=$((PORT++))
-    timeout 120 ucx_perftest -p "$port" > "$LOG/server.$port" 2>&1 &
+    timeout 120 ucx_perftest -p "$port" -x rc_gdr -d rxe0:1 \
+        > "$LOG/server.$port" 2>&1 &
     local server=$!
     wait_listen "$port" || return 1
     timeout 100 ucx_perftest -p "$port" 127.0.0.1 -x rc_gdr -d rxe1:1 "$@" \
