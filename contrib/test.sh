@@ -140,7 +140,7 @@ for v in $RELEASES; do
     else
         echo "== tier 5: UCX $v: the soft-RoCE guest: rc_gdr listed, UCT" \
              "put/get/am, UCP tag/put/get, Open MPI verified"
-        filter='^(ucx_info_lists_rc_gdr|perftest_uct_(put_bw_zcopy|get_zcopy|am_lat)|perftest_ucp_(tag_bw|put_bw|get)|mpi_2ranks_p2p_and_rma_verified)'
+        filter='^(ucx_info_lists_rc_gdr|uct_release_api|perftest_uct_(put_bw_zcopy|get_zcopy|am_lat)|perftest_ucp_(tag_bw|put_bw|get)|mpi_2ranks_p2p_and_rma_verified)'
     fi
     RC_GDR_BUILD="build-$v" RC_GDR_TEST_FILTER="$filter" \
         contrib/rxe-vm.sh --timeout 2400 -- test/rxe/run.sh 2>&1 |
