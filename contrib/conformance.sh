@@ -1,6 +1,6 @@
 #!/bin/bash
 #
-# The conformance tier (DESIGN section 6, tier 4): UCX's own UCT test suites
+# The conformance tier (doc/DESIGN.md section 6, tier 4): UCX's own UCT test suites
 # (test/gtest/uct of the UCX source tree the build uses, with rc_gdr added to
 # the transport lists by contrib/conformance/ucx-1.13.1-rc_gdr.patch), run in
 # the soft-RoCE guest for rc_gdr and for rc_verbs, on both devices (rxe0:1
