@@ -17,6 +17,9 @@
  *                an error that names the length; max_short itself passes
  *   alignment    invalid active-message alignment parameters are refused
  *   md           the memory domain reports a usable max_alloc
+ *   tx-bufs      with few send buffers (TX_MAX_BUFS), a sender that ran out
+ *                sends again after progress (completion moderation must
+ *                report within the pool)
  *
  * Usage: uct_contract DEV_A DEV_B [CHECK]   (CHECK: one of the names above)
  * Prints one "PASS ..." / "FAIL ..." line per check and "N passed, N failed";
@@ -545,6 +548,51 @@ static void run_alignment(const char *dev)
 }
 
 
+/* ------------------------------------------------------------- tx-bufs -- */
+
+static size_t pack_seg(void *dest, void *arg)
+{
+    memset(dest, 0x5a, 1024);
+    return 1024;
+}
+
+
+static void run_tx_bufs(const char *dev_a, const char *dev_b)
+{
+    uct_test_node_t a, b, *nodes[2] = {&a, &b};
+    uct_test_node_t *sender[1] = {&a};
+    ssize_t packed;
+    double deadline;
+    int sent = 0;
+
+    setenv("UCX_RC_GDR_TX_MAX_BUFS", "32", 1);
+    setenv("UCX_RC_GDR_TX_BUFS_GROW", "32", 1);
+    pair_open(&a, &b, dev_a, dev_b, 1);
+    unsetenv("UCX_RC_GDR_TX_MAX_BUFS");
+    unsetenv("UCX_RC_GDR_TX_BUFS_GROW");
+
+    /* the receiver progresses, the sender does not: it runs out */
+    do {
+        packed = uct_ep_am_bcopy(a.ep, AM_ID, pack_seg, NULL, 0);
+        sent  += (packed >= 0);
+        uct_test_progress(&nodes[1], 1);
+    } while ((packed >= 0) && (sent < 10000));
+
+    deadline = uct_test_now() + 5.0;
+    do {
+        uct_test_progress(sender, 1);
+        uct_test_progress(&nodes[1], 1);
+        packed = uct_ep_am_bcopy(a.ep, AM_ID, pack_seg, NULL, 0);
+    } while ((packed == UCS_ERR_NO_RESOURCE) && (uct_test_now() < deadline));
+    uct_test_check(packed >= 0, "tx-bufs: after %d sends ran out of 32 "
+                   "buffers, progress gives one back (%s)", sent,
+                   (packed >= 0) ? "sent" :
+                   ucs_status_string((ucs_status_t)packed));
+    uct_test_ep_flush(nodes, 2, a.ep);
+    pair_close(&a, &b);
+}
+
+
 /* ------------------------------------------------------------------ md -- */
 
 static void run_md(const char *dev)
@@ -574,7 +622,8 @@ int main(int argc, char **argv)
         {"destroy",     run_destroy,     NULL},
         {"limits",      run_limits,      NULL},
         {"alignment",   NULL,            run_alignment},
-        {"md",          NULL,            run_md}
+        {"md",          NULL,            run_md},
+        {"tx-bufs",     run_tx_bufs,     NULL}
     };
     size_t i;
 

@@ -704,6 +704,14 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
     self->config.tx_cq_moderation = ucs_max(1u,
                                             ucs_min(config->tx_cq_moderation,
                                                     config->tx_queue_len / 2));
+    if ((int)config->tx_mp.max_bufs > 0) {
+        /* Likewise within half the send buffers: buffers come back only at
+         * completions, and a pool that runs dry between two that report
+         * would wait forever. */
+        self->config.tx_cq_moderation =
+                ucs_max(1u, ucs_min(self->config.tx_cq_moderation,
+                                    config->tx_mp.max_bufs / 2));
+    }
     self->config.rx_queue_len  = config->rx_queue_len;
     self->config.fc_wnd_size   = config->fc_wnd_size;
     self->config.seg_size      = config->seg_size;
