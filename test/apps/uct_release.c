@@ -115,15 +115,23 @@ static int is_connected(uct_test_node_t *a, const void *dev, const void *ep)
 
 
 static void check_is_connected(uct_test_node_t *a, const uct_test_wire_t *wa,
-                               const uct_test_wire_t *wb)
+                               const uct_test_wire_t *wb, const char *dev_b)
 {
+    uct_test_node_t c;
+    uct_test_wire_t wc;
+
+    /* another QP on the peer's device: QP numbers differ within a device
+     * (not across devices: a's own may equal b's) */
+    uct_test_node_open(&c, dev_b, 0);
+    uct_test_node_wire(&c, &wc);
     uct_test_check(is_connected(a, wb->dev, wb->ep),
                    "ep_is_connected: to the peer it was connected to");
-    uct_test_check(!is_connected(a, wb->dev, wa->ep),
+    uct_test_check(!is_connected(a, wb->dev, wc.ep),
                    "ep_is_connected: not to another QP of that device");
     uct_test_check(!is_connected(a, wa->dev, wb->ep),
                    "ep_is_connected: not to that QP number on another "
                    "device");
+    uct_test_node_close(&c);
 }
 
 
@@ -254,7 +262,7 @@ int main(int argc, char **argv)
 #if UCT_RC_GDR_HAVE_V2_API
     check_md_attr_v2(&a);
     check_reachable_v2(&a, &wb);
-    check_is_connected(&a, &wa, &wb);
+    check_is_connected(&a, &wa, &wb, argv[2]);
     check_rkey_compare(&a, &b, &wb);
     check_connect_v2(argv[1], argv[2]);
 #else
