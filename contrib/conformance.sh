@@ -23,8 +23,10 @@
 #                   passed to gtest as it is
 #   --timeout S     per-test limit in seconds (default 60)
 #   --vm-timeout S  limit of the whole guest run (default 3000)
-#   --fresh-verbs   run rc_verbs' tests even where the cache has their
-#                   results (see below)
+#   --fresh-verbs   run rc_verbs' tests even where the cache or the baseline
+#                   has their results (see below)
+#   --save-baseline write this run's rc_verbs results into
+#                   contrib/conformance/rc_verbs-baseline.tsv
 #   --no-build      use the build as it is (do not run contrib/build.sh)
 # Environment: RC_GDR_BUILD, the build directory (default build/).
 #
@@ -32,6 +34,10 @@
 # rdma-core, not on rc_gdr: they are kept beside the cached gtest binary
 # (rc_verbs-results-<key>.tsv) and reused, so a later run runs rc_gdr's
 # tests only (rc_verbs hangs in a few tests on soft-RoCE, which costs minutes).
+# Where that cache is empty, contrib/conformance/rc_verbs-baseline.tsv (a
+# measured run, kept with the key it was measured under: UCX package, gtest
+# build, per-test limit) seeds it when the key matches; --fresh-verbs runs
+# rc_verbs instead, --save-baseline writes this run's rc_verbs results there.
 #   --out DIR       keep the raw results in DIR (default: a temporary
 #                   directory, removed at the end)
 #   --resume        with --out: run only the tests that have no result in
@@ -51,6 +57,8 @@ OUT=""
 REPORT_ONLY=0
 RESUME=0
 FRESH_VERBS=0
+SAVE_BASELINE=0
+BASELINE=contrib/conformance/rc_verbs-baseline.tsv
 
 # The CI subset, as gtest suite patterns (the transport prefix is added).
 CORE_SUITES="uct_flush_test uct_cancel_test test_uct_pending
@@ -80,6 +88,7 @@ parse_args() {
                       OUT=$2; shift ;;
         --resume)     RESUME=1 ;;
         --fresh-verbs) FRESH_VERBS=1 ;;
+        --save-baseline) SAVE_BASELINE=1 ;;
         --report)     [ $# -ge 2 ] || die "--report needs a directory"
                       OUT=$2; REPORT_ONLY=1; shift ;;
         -h|--help)    usage; exit 0 ;;
@@ -138,14 +147,40 @@ verbs_cache_update() { # GTEST
     rm -f "$new"
 }
 
+# The key of the baseline: what rc_verbs' results depend on and a fresh
+# machine can tell before any run.
+baseline_key() { # GTEST
+    echo "# key: libucx0=$(dpkg-query -W -f='${Version}' libucx0)" \
+         "gtest=$(basename "$(dirname "$1")") timeout=$TIMEOUT"
+}
+
+# Writes this run's rc_verbs results as the baseline, under its key.
+baseline_save() { # GTEST
+    { echo "# rc_verbs results in the soft-RoCE guest (contrib/conformance.sh" \
+           "--save-baseline, $(date -u +%Y-%m-%d))"
+      baseline_key "$1"
+      grep -E '^(rc_verbs|ib)/' "$OUT/results.tsv" |
+          grep -v 'no result: the guest run ended$' | sort
+    } > "$BASELINE.tmp"
+    mv "$BASELINE.tmp" "$BASELINE"
+    echo "conformance: rc_verbs results saved in $BASELINE"
+}
+
 run_guest() { # GTEST
-    local rc=0 seed=/dev/null
+    local rc=0 seed=/dev/null cache
     echo "== conformance ($MODE${FILTER:+, filter $FILTER}): UCX's UCT gtest" \
          "in the soft-RoCE guest, ${TIMEOUT} s per test"
-    if [ "$FRESH_VERBS" = 0 ] && [ -f "$(verbs_cache "$1")" ]; then
-        seed=$(verbs_cache "$1")
-        echo "conformance: rc_verbs results of earlier runs reused" \
-             "($seed; --fresh-verbs runs them again)"
+    cache=$(verbs_cache "$1")
+    if [ "$FRESH_VERBS" = 0 ]; then
+        # earlier runs' results first, then the baseline's for the others
+        seed="$OUT/verbs-seed.tsv"
+        { [ -f "$cache" ] && cat "$cache"
+          [ -f "$BASELINE" ] && grep -qxF "$(baseline_key "$1")" "$BASELINE" &&
+              grep -v '^#' "$BASELINE"; } | awk -F'\t' '!seen[$1]++' > "$seed"
+        if [ -s "$seed" ]; then
+            echo "conformance: rc_verbs results reused where known ($cache," \
+                 "$BASELINE); --fresh-verbs runs them again"
+        fi
     fi
     contrib/rxe-vm.sh --timeout "$VM_TIMEOUT" --rw "$OUT" -- \
         "$CONF/run-guest.sh" "$1" "$OUT" "$(gtest_filter)" "$TIMEOUT" \
@@ -197,6 +232,9 @@ main() {
         fi
         run_guest "$gtest"
         verbs_cache_update "$gtest"
+        if [ "$SAVE_BASELINE" = 1 ]; then
+            baseline_save "$gtest"
+        fi
         echo "conformance: $((SECONDS - t0)) s in all"
     fi
     "$CONF/report.sh" "$OUT" "$CONF/not-applicable.txt" || rc=$?
