@@ -143,7 +143,7 @@ report() {
             # (the first device'"'"'s reason stands for them)
             if (verdict == "failed") {
                 add("fl", t, s "," v, d, note "\t" v ((v != "passed" && vw != "") ? " (" vw ")" : ""))
-            } else if (verdict == "skipped" && s != "skipped") {
+            } else if (verdict == "skipped" && (s != "skipped" || r != "")) {
                 add("sk", t, s "," v, d, note)
             } else if (verdict == "skipped") {
                 add("sb", t, s "," v, d, note)

@@ -79,11 +79,11 @@ parse_batch() { # BATCH_LOG RC
         if (line !~ /\([0-9]+ ms\)$/) return ""
         sub(/.*\(/, "", line); sub(/ ms\).*/, "", line); return line
     }
-    # the first frame past the error handler, libc and the watchdog; and
-    # the first frame in rc_gdr, when there is one
+    # where it stood: the first frame in rc_gdr and the first in the test
+    # (its suite'"'"'s code), else the first frame past the error handler
     function where(   w) {
-        w = top
-        if (gdr != "" && gdr != top) w = w " <- " gdr
+        w = (gdr != "") ? gdr : top
+        if (tframe != "" && tframe != w) w = w " in " tframe
         return (w == "") ? "" : " at " w
     }
     function reason_of(st,   r) {
@@ -106,7 +106,8 @@ parse_batch() { # BATCH_LOG RC
     }
     /^\[ RUN      \] / {
         cur = $4; buf = $0 "\n"; fail = ""; want = 0; sig = ""; top = ""
-        gdr = ""; err = ""; skip = ""; inbt = 0
+        gdr = ""; err = ""; skip = ""; inbt = 0; tframe = ""
+        suite = cur; sub(/^[^\/]*\//, "", suite); sub(/\..*/, "", suite)
         next
     }
     cur == "" { next }
@@ -142,6 +143,7 @@ parse_batch() { # BATCH_LOG RC
             $0 ~ /libc\.so|libpthread|watchdog/) next
         if (top == "") top = frame_of($0)
         if (gdr == "" && $0 ~ /gdr/) gdr = frame_of($0)
+        if (tframe == "" && index($0, length(suite) suite) > 0) tframe = frame_of($0)
         next
     }
     / error[: ]|ERROR|[Ee]rror:/ && err == "" {
