@@ -140,7 +140,7 @@ verbs_cache_update() { # GTEST
     grep -E '^(rc_verbs|ib)/' "$OUT/results.tsv" |
         grep -v 'no result: the guest run ended$' > "$new" || true
     if [ -s "$new" ]; then
-        { cat "$new"; [ -f "$cache" ] && cat "$cache"; } |
+        { cat "$new"; [ -f "$cache" ] && cat "$cache"; true; } |
             awk -F'\t' '!seen[$1]++' > "$cache.tmp"
         mv "$cache.tmp" "$cache"
     fi
