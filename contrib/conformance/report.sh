@@ -103,7 +103,13 @@ report() {
         nna++; na_re[nna] = glob2re(pat); na_why[nna] = w
         next
     }
-    FILENAME ~ /params.tsv$/ { param[$1] = $2; next }
+    # suites in the order gtest runs them
+    FILENAME ~ /params.tsv$/ {
+        param[$1] = $2
+        split_name($1, $2)
+        if (!(suite in sidx)) { sidx[suite] = ++nsuites; suites[nsuites] = suite }
+        next
+    }
     {
         split_name($1, param[$1])
         key = tname "\t" dev
