@@ -219,13 +219,15 @@ report() {
 }
 
 main() {
-    local rc=0
+    local rc=0 raw
     if [ $# -lt 2 ] || [ ! -f "$1/results.tsv" ]; then
         usage >&2
         exit 2
     fi
-    report > "$DIR/report.raw" || rc=$?
-    resolve_frames < "$DIR/report.raw" | c++filt
+    raw=$(mktemp)
+    report > "$raw" || rc=$?
+    resolve_frames < "$raw" | c++filt
+    rm -f "$raw"
     return "$rc"
 }
 
