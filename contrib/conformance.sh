@@ -28,21 +28,23 @@
 #   --save-baseline write this run's rc_verbs results into
 #                   contrib/conformance/rc_verbs-baseline.tsv
 #   --no-build      use the build as it is (do not run contrib/build.sh)
+#   --out DIR       keep the raw results in DIR (default: a temporary
+#                   directory, removed at the end)
+#   --resume        with --out: run only the tests that have no result in
+#                   DIR yet (after an interrupted run)
+#   --report DIR    only print the report of results kept with --out
+#
 # Environment: RC_GDR_BUILD, the build directory (default build/).
 #
 # rc_verbs' results depend only on UCX, the gtest build, the guest kernel and
 # rdma-core, not on rc_gdr: they are kept beside the cached gtest binary
 # (rc_verbs-results-<key>.tsv) and reused, so a later run runs rc_gdr's
 # tests only (rc_verbs hangs in a few tests on soft-RoCE, which costs minutes).
-# Where that cache is empty, contrib/conformance/rc_verbs-baseline.tsv (a
-# measured run, kept with the key it was measured under: UCX package, gtest
-# build, per-test limit) seeds it when the key matches; --fresh-verbs runs
-# rc_verbs instead, --save-baseline writes this run's rc_verbs results there.
-#   --out DIR       keep the raw results in DIR (default: a temporary
-#                   directory, removed at the end)
-#   --resume        with --out: run only the tests that have no result in
-#                   DIR yet (after an interrupted run)
-#   --report DIR    only print the report of results kept with --out
+# For the tests the cache has no result of, contrib/conformance/
+# rc_verbs-baseline.tsv (a measured run, kept with the key it was measured
+# under: UCX package, gtest build, per-test limit) gives them when the key
+# matches; --fresh-verbs runs rc_verbs instead, --save-baseline writes this
+# run's rc_verbs results there.
 #
 set -euo pipefail
 
