@@ -93,8 +93,9 @@ parse_args() {
     while [ $# -gt 0 ]; do
         case $1 in
         --iters)
-            [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+,[0-9]+$ ]] ||
+            if [ $# -lt 2 ] || ! [[ $2 =~ ^[0-9]+,[0-9]+$ ]]; then
                 bad_usage "--iters wants N1,N2"
+            fi
             N1=${2%,*} N2=${2#*,}
             [ "$N2" -gt "$N1" ] || bad_usage "--iters: N2 must exceed N1"
             shift ;;
@@ -115,7 +116,9 @@ parse_args() {
             done
             shift ;;
         --size|--run-timeout|--port|--vm-timeout)
-            [ $# -ge 2 ] && is_number "$2" || bad_usage "$1 needs a number"
+            if [ $# -lt 2 ] || ! is_number "$2"; then
+                bad_usage "$1 needs a number"
+            fi
             case $1 in
             --size)        SIZE=$2 ;;
             --run-timeout) RUN_TIMEOUT=$2 ;;
@@ -124,7 +127,9 @@ parse_args() {
             esac
             shift ;;
         --keep)
-            [ $# -ge 2 ] && [ -d "$2" ] || bad_usage "--keep needs a directory"
+            if [ $# -lt 2 ] || [ ! -d "$2" ]; then
+                bad_usage "--keep needs a directory"
+            fi
             KEEP=$(realpath "$2"); shift ;;
         --inside) INSIDE=1 ;;
         -h|--help) usage; exit 0 ;;
@@ -186,8 +191,8 @@ setup_env() {
 # Wait until the server listens on $1 (a test connection would be taken by
 # ucx_perftest as its client).
 wait_listen() {
-    local port=$1 pid=$2 i
-    for i in $(seq 300); do
+    local port=$1 pid=$2 _
+    for _ in $(seq 300); do
         [ -n "$(ss -Hltn "sport = :$port" 2>/dev/null)" ] && return 0
         kill -0 "$pid" 2>/dev/null || return 1
         sleep 0.1
