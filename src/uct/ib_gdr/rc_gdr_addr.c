@@ -22,12 +22,6 @@
 #define UCT_RC_GDR_EP_ADDR_BODY  5   /* qpn(3) mtu(1) flags(1) */
 #define UCT_RC_GDR_RKEY_BODY     5   /* rkey(4) flags(1) */
 
-#define UCT_RC_GDR_RKEY_MARKER   UCS_BIT(63)
-#define UCT_RC_GDR_RKEY_FLAGS_ALL \
-    (UCT_RC_GDR_RKEY_FLAG_NIC | UCT_RC_GDR_RKEY_FLAG_GPU | \
-     UCT_RC_GDR_RKEY_FLAG_FLUSH_READ | UCT_RC_GDR_RKEY_FLAG_NO_READ | \
-     UCT_RC_GDR_RKEY_FLAG_NO_WRITE)
-
 
 static void uct_rc_gdr_put_le(uint8_t *p, uint64_t value, unsigned bytes)
 {
@@ -209,26 +203,5 @@ ucs_status_t uct_rc_gdr_rkey_unpack_buffer(const void *buffer, size_t length,
 
     rkey_p->rkey  = (uint32_t)uct_rc_gdr_get_le(p + 1, 4);
     rkey_p->flags = p[5];
-    return UCS_OK;
-}
-
-
-uint64_t uct_rc_gdr_rkey_to_uct(const uct_rc_gdr_rkey_t *rkey)
-{
-    return UCT_RC_GDR_RKEY_MARKER | ((uint64_t)rkey->flags << 32) | rkey->rkey;
-}
-
-
-ucs_status_t uct_rc_gdr_rkey_from_uct(uint64_t value, uct_rc_gdr_rkey_t *rkey_p)
-{
-    uint64_t flags = (value >> 32) & ~(UCT_RC_GDR_RKEY_MARKER >> 32);
-
-    if (!(value & UCT_RC_GDR_RKEY_MARKER) ||
-        (flags & ~(uint64_t)UCT_RC_GDR_RKEY_FLAGS_ALL)) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    rkey_p->rkey  = (uint32_t)value;
-    rkey_p->flags = (uint8_t)flags;
     return UCS_OK;
 }

@@ -52,6 +52,12 @@ enum {
 };
 
 
+#define UCT_RC_GDR_RKEY_FLAGS_ALL \
+    (UCT_RC_GDR_RKEY_FLAG_NIC | UCT_RC_GDR_RKEY_FLAG_GPU | \
+     UCT_RC_GDR_RKEY_FLAG_FLUSH_READ | UCT_RC_GDR_RKEY_FLAG_NO_READ | \
+     UCT_RC_GDR_RKEY_FLAG_NO_WRITE)
+
+
 /* Remote key: unpacked form of the packed rkey. */
 typedef struct uct_rc_gdr_rkey {
     uint32_t rkey;
@@ -88,11 +94,30 @@ ucs_status_t uct_rc_gdr_rkey_unpack_buffer(const void *buffer, size_t length,
 /*
  * The unpacked rkey travels inside UCT as one uct_rkey_t: the NIC key in the
  * low 32 bits, the flags above it, and a marker bit so that a value that did
- * not come from uct_rc_gdr_rkey_to_uct() is recognised.
+ * not come from uct_rc_gdr_rkey_to_uct() is recognised. Inline: every RMA
+ * decodes one.
  */
-uint64_t uct_rc_gdr_rkey_to_uct(const uct_rc_gdr_rkey_t *rkey);
-ucs_status_t uct_rc_gdr_rkey_from_uct(uint64_t value,
-                                      uct_rc_gdr_rkey_t *rkey_p);
+#define UCT_RC_GDR_RKEY_MARKER   (1ull << 63)
+
+static inline uint64_t uct_rc_gdr_rkey_to_uct(const uct_rc_gdr_rkey_t *rkey)
+{
+    return UCT_RC_GDR_RKEY_MARKER | ((uint64_t)rkey->flags << 32) | rkey->rkey;
+}
+
+
+static inline ucs_status_t uct_rc_gdr_rkey_from_uct(uint64_t value,
+                                                    uct_rc_gdr_rkey_t *rkey_p)
+{
+    /* the marker, and no bit above the key that is not a flag */
+    if ((value & ~((uint64_t)UCT_RC_GDR_RKEY_FLAGS_ALL << 32) &
+         ~(uint64_t)UINT32_MAX) != UCT_RC_GDR_RKEY_MARKER) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    rkey_p->rkey  = (uint32_t)value;
+    rkey_p->flags = (uint8_t)(value >> 32);
+    return UCS_OK;
+}
 
 #ifdef __cplusplus
 }

@@ -260,6 +260,7 @@ uct_rc_gdr_bounce_ep_t *uct_rc_gdr_bounce_ep_get(uct_rc_gdr_ep_t *ep)
     ucs_list_head_init(&bep->flushes);
     bep->last_probe = ucs_get_time();
     ucs_list_add_tail(&iface->bounce->eps, &bep->list);
+    ++iface->lane_users; /* progress calls the lane from now on */
     ep->bounce = bep;
     return bep;
 }
@@ -548,6 +549,7 @@ void uct_rc_gdr_bounce_ep_cleanup(uct_rc_gdr_ep_t *ep)
     }
 
     ucs_list_del(&bep->list);
+    --uct_rc_gdr_ep_iface(ep)->lane_users;
     ucs_free(bep);
     ep->bounce = NULL;
     uct_rc_gdr_bounce_update_stats(b);

@@ -51,7 +51,7 @@ uct_rc_gdr_ep_check_user_tx(uct_rc_gdr_ep_t *ep, int needs_credit)
 
 /* Resources for one more work request the user asked for, then its
  * descriptor. */
-static ucs_status_t
+static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_rc_gdr_ep_start_op(uct_rc_gdr_ep_t *ep, int needs_credit,
                        uct_rc_gdr_op_type_t type, int with_buf,
                        uct_rc_gdr_op_t **op_p)
@@ -147,41 +147,56 @@ uct_rc_gdr_ep_bad_key(uct_rkey_t uct_rkey)
  * the entries made here are not used.
  */
 static UCS_F_ALWAYS_INLINE size_t
+uct_rc_gdr_ep_rdma_sge(uct_rc_gdr_ep_t *ep, struct ibv_sge *sge,
+                       const uct_iov_t *iov, int is_write, int *staged_p)
+{
+    size_t length = uct_iov_get_length(iov);
+    const uct_rc_gdr_mr_t *mr;
+
+    sge->addr   = (uintptr_t)iov->buffer;
+    sge->length = length;
+    sge->lkey   = 0;
+    if (iov->memh != UCT_MEM_HANDLE_NULL) {
+        mr = uct_rc_gdr_memh_mr(iov->memh);
+        if (ucs_unlikely(mr->gpu >= 0) && (length > 0)) {
+            *staged_p |= uct_rc_gdr_bounce_mr_staged(uct_rc_gdr_ep_md(ep), mr,
+                                                     is_write);
+        }
+        if (ucs_likely(mr->mr != NULL)) {
+            sge->lkey = mr->mr->lkey;
+        }
+    }
+    return length;
+}
+
+
+static UCS_F_ALWAYS_INLINE size_t
 uct_rc_gdr_ep_rdma_sges(uct_rc_gdr_ep_t *ep, struct ibv_sge *sges,
                         const uct_iov_t *iov, size_t iovcnt, int is_write,
                         int *num_sge_p, int *staged_p)
 {
     size_t total = 0;
     int num_sge  = 0;
-    int staged   = 0;
-    const uct_rc_gdr_mr_t *mr;
     size_t i, length;
 
-    for (i = 0; i < iovcnt; ++i) {
-        length = uct_iov_get_length(&iov[i]);
-        if (length == 0) {
-            continue;
-        }
+    *staged_p = 0;
+    if (ucs_likely(iovcnt == 1)) { /* what UCP and most users pass */
+        total      = uct_rc_gdr_ep_rdma_sge(ep, sges, iov, is_write,
+                                            staged_p);
+        *num_sge_p = (total > 0);
+        return total;
+    }
 
-        sges[num_sge].addr   = (uintptr_t)iov[i].buffer;
-        sges[num_sge].length = length;
-        sges[num_sge].lkey   = 0;
-        if (iov[i].memh != UCT_MEM_HANDLE_NULL) {
-            mr = uct_rc_gdr_memh_mr(iov[i].memh);
-            if (ucs_unlikely(mr->gpu >= 0)) {
-                staged |= uct_rc_gdr_bounce_mr_staged(
-                                  uct_rc_gdr_ep_md(ep), mr, is_write);
-            }
-            if (ucs_likely(mr->mr != NULL)) {
-                sges[num_sge].lkey = mr->mr->lkey;
-            }
+    for (i = 0; i < iovcnt; ++i) {
+        length = uct_rc_gdr_ep_rdma_sge(ep, &sges[num_sge], &iov[i], is_write,
+                                        staged_p);
+        if (length > 0) {
+            total += length;
+            ++num_sge;
         }
-        total += length;
-        ++num_sge;
     }
 
     *num_sge_p = num_sge;
-    *staged_p  = staged;
     return total;
 }
 
@@ -189,20 +204,6 @@ uct_rc_gdr_ep_rdma_sges(uct_rc_gdr_ep_t *ep, struct ibv_sge *sges,
 /* ------------------------------------------------------------------------
  * RMA
  * ------------------------------------------------------------------------ */
-
-static void uct_rc_gdr_ep_wr_rdma(struct ibv_send_wr *wr,
-                                  enum ibv_wr_opcode opcode,
-                                  struct ibv_sge *sges, int num_sge,
-                                  uint64_t remote_addr, uint32_t rkey)
-{
-    memset(wr, 0, sizeof(*wr));
-    wr->opcode              = opcode;
-    wr->sg_list             = sges;
-    wr->num_sge             = num_sge;
-    wr->wr.rdma.remote_addr = remote_addr;
-    wr->wr.rdma.rkey        = rkey;
-}
-
 
 /*
  * put_zcopy and get_zcopy: lane, then post; the completion arrives through
@@ -252,7 +253,7 @@ uct_rc_gdr_ep_rdma_zcopy(uct_rc_gdr_ep_t *ep, enum ibv_wr_opcode opcode,
 
     op->comp = comp;
     uct_rc_gdr_ep_wr_rdma(&wr, opcode, sges, num_sge, remote_addr,
-                          remote_key.rkey);
+                          remote_key.rkey, 0);
     status = uct_rc_gdr_ep_post_op(ep, &wr, op);
     if (status != UCS_OK) {
         return status;
@@ -326,9 +327,8 @@ ucs_status_t uct_rc_gdr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
     sge.length = length;
     sge.lkey   = 0;
     uct_rc_gdr_ep_wr_rdma(&wr, IBV_WR_RDMA_WRITE, &sge, 1, remote_addr,
-                          remote_key.rkey);
-    wr.send_flags = IBV_SEND_INLINE;
-    status        = uct_rc_gdr_ep_post_op(ep, &wr, op);
+                          remote_key.rkey, IBV_SEND_INLINE);
+    status = uct_rc_gdr_ep_post_op(ep, &wr, op);
     if (status == UCS_OK) {
         uct_rc_gdr_ep_flush_note_write(ep, &remote_key, remote_addr, length);
     }
@@ -380,7 +380,7 @@ ssize_t uct_rc_gdr_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     sge.length = length;
     sge.lkey   = op->buf->lkey;
     uct_rc_gdr_ep_wr_rdma(&wr, IBV_WR_RDMA_WRITE, &sge, 1, remote_addr,
-                          remote_key.rkey);
+                          remote_key.rkey, 0);
     status = uct_rc_gdr_ep_post_op(ep, &wr, op);
     if (status != UCS_OK) {
         return status;
@@ -438,7 +438,7 @@ ucs_status_t uct_rc_gdr_ep_get_bcopy(uct_ep_h tl_ep,
     sge.length           = length;
     sge.lkey             = op->buf->lkey;
     uct_rc_gdr_ep_wr_rdma(&wr, IBV_WR_RDMA_READ, &sge, 1, remote_addr,
-                          remote_key.rkey);
+                          remote_key.rkey, 0);
     status = uct_rc_gdr_ep_post_op(ep, &wr, op);
     return (status == UCS_OK) ? UCS_INPROGRESS : status;
 }
@@ -456,13 +456,12 @@ static UCS_F_ALWAYS_INLINE int uct_rc_gdr_ep_am_solicited(unsigned flags)
 }
 
 
-static ucs_status_t uct_rc_gdr_ep_am_post(uct_rc_gdr_ep_t *ep, uint8_t id,
-                                          struct ibv_send_wr *wr,
-                                          uct_rc_gdr_op_t *op)
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_rc_gdr_ep_am_post(uct_rc_gdr_ep_t *ep, uint8_t id, struct ibv_send_wr *wr,
+                      uct_rc_gdr_op_t *op)
 {
     ucs_status_t status;
 
-    wr->opcode   = IBV_WR_SEND_WITH_IMM;
     wr->imm_data = uct_rc_gdr_ep_take_imm(ep, id);
     status       = uct_rc_gdr_ep_post_op(ep, wr, op);
     if (status == UCS_OK) {
@@ -516,10 +515,7 @@ ucs_status_t uct_rc_gdr_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
     sges[1].addr   = (uintptr_t)buffer;
     sges[1].length = length;
     sges[1].lkey   = 0;
-    memset(&wr, 0, sizeof(wr));
-    wr.sg_list     = sges;
-    wr.num_sge     = (length > 0) ? 2 : 1;
-    wr.send_flags  = IBV_SEND_INLINE;
+    uct_rc_gdr_ep_wr_send(&wr, sges, (length > 0) ? 2 : 1, IBV_SEND_INLINE);
     return uct_rc_gdr_ep_am_post(ep, id, &wr, op);
 }
 
@@ -549,11 +545,8 @@ ssize_t uct_rc_gdr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     sge.addr   = (uintptr_t)(op->buf + 1);
     sge.length = length;
     sge.lkey   = op->buf->lkey;
-    memset(&wr, 0, sizeof(wr));
-    wr.sg_list    = &sge;
-    wr.num_sge    = 1;
-    wr.send_flags = uct_rc_gdr_ep_am_solicited(flags);
-    status        = uct_rc_gdr_ep_am_post(ep, id, &wr, op);
+    uct_rc_gdr_ep_wr_send(&wr, &sge, 1, uct_rc_gdr_ep_am_solicited(flags));
+    status     = uct_rc_gdr_ep_am_post(ep, id, &wr, op);
     return (status == UCS_OK) ? (ssize_t)length : status;
 }
 
@@ -606,12 +599,10 @@ ucs_status_t uct_rc_gdr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    op->comp      = comp;
-    memset(&wr, 0, sizeof(wr));
-    wr.sg_list    = sges;
-    wr.num_sge    = num_sge + 1;
-    wr.send_flags = uct_rc_gdr_ep_am_solicited(flags);
-    status        = uct_rc_gdr_ep_am_post(ep, id, &wr, op);
+    op->comp   = comp;
+    uct_rc_gdr_ep_wr_send(&wr, sges, num_sge + 1,
+                          uct_rc_gdr_ep_am_solicited(flags));
+    status     = uct_rc_gdr_ep_am_post(ep, id, &wr, op);
     return (status == UCS_OK) ? UCS_INPROGRESS : status;
 }
 
@@ -712,10 +703,10 @@ static ucs_status_t uct_rc_gdr_ep_atomic(uct_rc_gdr_ep_t *ep,
     sge.addr                = (uintptr_t)(op->buf + 1);
     sge.length              = sizeof(uint64_t);
     sge.lkey                = op->buf->lkey;
-    memset(&wr, 0, sizeof(wr));
     wr.opcode                = opcode;
     wr.sg_list               = &sge;
     wr.num_sge               = 1;
+    wr.send_flags            = 0;
     wr.wr.atomic.remote_addr = remote_addr;
     wr.wr.atomic.compare_add = compare_add;
     wr.wr.atomic.swap        = swap;
@@ -808,9 +799,9 @@ static void uct_rc_gdr_ep_set_failed(uct_rc_gdr_ep_t *ep, ucs_status_t status)
 }
 
 
-static void uct_rc_gdr_ep_complete_op(uct_rc_gdr_ep_t *ep,
-                                      uct_rc_gdr_op_t *op,
-                                      ucs_status_t status)
+static UCS_F_ALWAYS_INLINE void
+uct_rc_gdr_ep_complete_op(uct_rc_gdr_ep_t *ep, uct_rc_gdr_op_t *op,
+                          ucs_status_t status)
 {
     if (!(ep->flags & UCT_RC_GDR_EP_FLAG_DESTROYED)) {
         if (status == UCS_OK) {
@@ -832,7 +823,7 @@ static void uct_rc_gdr_ep_complete_op(uct_rc_gdr_ep_t *ep,
 
 
 /* Flushes complete when every operation posted before them has. */
-static void uct_rc_gdr_ep_complete_flushes(uct_rc_gdr_ep_t *ep)
+static UCS_F_NOINLINE void uct_rc_gdr_ep_complete_flushes(uct_rc_gdr_ep_t *ep)
 {
     ucs_status_t status = (ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) ?
                           ep->status : UCS_OK;
@@ -845,6 +836,7 @@ static void uct_rc_gdr_ep_complete_flushes(uct_rc_gdr_ep_t *ep)
             break;
         }
         ucs_queue_pull_non_empty(&ep->outstanding);
+        --ep->num_flushes;
         uct_rc_gdr_ep_complete_op(ep, op, status);
     }
 }
@@ -856,14 +848,16 @@ static void uct_rc_gdr_ep_complete_flushes(uct_rc_gdr_ep_t *ep)
  * error completion, which verbs reports even for an unsignaled request,
  * fails that request and, through the endpoint's status, those after it.
  */
-void uct_rc_gdr_ep_send_completion(uct_rc_gdr_ep_t *ep, struct ibv_wc *wc)
+void uct_rc_gdr_ep_send_completion(struct ibv_wc *wc)
 {
+    uct_rc_gdr_ep_t *ep       = ((uct_rc_gdr_op_t*)wc->wr_id)->ep;
     uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
-    ucs_status_t status       = uct_rc_gdr_ep_wc_status(wc->status);
+    ucs_status_t status;
     uct_rc_gdr_op_t *op;
     int last;
 
-    if (ucs_unlikely(status != UCS_OK)) {
+    if (ucs_unlikely(wc->status != IBV_WC_SUCCESS)) {
+        status = uct_rc_gdr_ep_wc_status(wc->status);
         if (!(ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) &&
             (wc->status != IBV_WC_WR_FLUSH_ERR)) {
             ucs_error("rc_gdr: QP 0x%x: %s (vendor error 0x%x): %s",
@@ -874,7 +868,9 @@ void uct_rc_gdr_ep_send_completion(uct_rc_gdr_ep_t *ep, struct ibv_wc *wc)
     }
 
     do {
-        uct_rc_gdr_ep_complete_flushes(ep);
+        if (ucs_unlikely(ep->num_flushes > 0)) {
+            uct_rc_gdr_ep_complete_flushes(ep);
+        }
         if (ucs_unlikely(ucs_queue_is_empty(&ep->outstanding))) {
             ucs_error("rc_gdr: completion on QP 0x%x (wr_id 0x%" PRIx64 ") "
                       "matches no posted request", wc->qp_num,
@@ -893,7 +889,14 @@ void uct_rc_gdr_ep_send_completion(uct_rc_gdr_ep_t *ep, struct ibv_wc *wc)
                                   ep->status : UCS_OK);
     } while (!last);
 
-    uct_rc_gdr_ep_complete_flushes(ep);
+    if (ucs_unlikely(ep->num_flushes > 0)) {
+        uct_rc_gdr_ep_complete_flushes(ep);
+    }
+
+    if (ucs_likely(!(ep->flags & (UCT_RC_GDR_EP_FLAG_DESTROYED |
+                                  UCT_RC_GDR_EP_FLAG_FAILED)))) {
+        return;
+    }
 
     if (ep->flags & UCT_RC_GDR_EP_FLAG_DESTROYED) {
         if (ep->num_outstanding == 0) {
@@ -1018,7 +1021,7 @@ static ucs_status_t uct_rc_gdr_ep_flush_post_read(uct_rc_gdr_ep_t *ep)
     sge.length = ep->flush.length;
     sge.lkey   = op->buf->lkey;
     uct_rc_gdr_ep_wr_rdma(&wr, IBV_WR_RDMA_READ, &sge, 1,
-                          ep->flush.remote_addr, ep->flush.rkey);
+                          ep->flush.remote_addr, ep->flush.rkey, 0);
     status = uct_rc_gdr_ep_post_op(ep, &wr, op);
     if (status != UCS_OK) {
         return status;
@@ -1113,6 +1116,7 @@ ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
 
     op->comp = comp;
     ucs_queue_push(&ep->outstanding, &op->queue);
+    ++ep->num_flushes;
     return UCS_INPROGRESS;
 }
 
@@ -1443,6 +1447,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_ep_t, const uct_ep_params_t *params)
     ucs_queue_head_init(&self->outstanding);
     ucs_queue_head_init(&self->pending);
     self->num_outstanding = 0;
+    self->num_flushes     = 0;
     self->sq_avail        = iface->config.tx_queue_len;
     self->fc_credits      = iface->config.fc_wnd_size;
     self->fc_to_return    = 0;

@@ -60,6 +60,8 @@ typedef enum {
  */
 typedef struct uct_rc_gdr_op {
     ucs_queue_elem_t          queue;      /* in ep->outstanding */
+    uct_rc_gdr_ep_t           *ep;        /* whose: a completion's wr_id
+                                             names its descriptor */
     uct_rc_gdr_op_type_t      type;
     uint8_t                   signaled;   /* its work request reports */
     uint8_t                   internal;   /* comp is rc_gdr's own (the
@@ -89,6 +91,7 @@ struct uct_rc_gdr_ep {
     ucs_queue_head_t          outstanding;  /* uct_rc_gdr_op_t, post order */
     ucs_queue_head_t          pending;      /* uct_pending_req_t */
     unsigned                  num_outstanding; /* work requests in flight */
+    unsigned                  num_flushes;  /* flush descriptors queued */
     unsigned                  sq_avail;
     unsigned                  unsignaled;   /* posted since the last
                                                signaled work request */
@@ -169,7 +172,7 @@ ucs_status_t uct_rc_gdr_ep_check(uct_ep_h tl_ep, unsigned flags,
 ucs_status_t uct_rc_gdr_ep_invalidate(uct_ep_h tl_ep, unsigned flags);
 
 /* Called from the interface's progress (rc_gdr_iface.c). */
-void uct_rc_gdr_ep_send_completion(uct_rc_gdr_ep_t *ep, struct ibv_wc *wc);
+void uct_rc_gdr_ep_send_completion(struct ibv_wc *wc);
 void uct_rc_gdr_ep_recv_credits(uct_rc_gdr_ep_t *ep, unsigned credits);
 void uct_rc_gdr_ep_dispatch_pending(uct_rc_gdr_ep_t *ep);
 void uct_rc_gdr_ep_grant_credits(uct_rc_gdr_ep_t *ep);

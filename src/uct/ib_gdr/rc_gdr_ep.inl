@@ -87,6 +87,7 @@ uct_rc_gdr_ep_get_op(uct_rc_gdr_ep_t *ep, uct_rc_gdr_op_type_t type,
         return UCS_ERR_NO_RESOURCE;
     }
 
+    op->ep       = ep;
     op->type     = type;
     op->signaled = 0;
     op->internal = 0;
@@ -183,6 +184,34 @@ uct_rc_gdr_ep_post_op(uct_rc_gdr_ep_t *ep, struct ibv_send_wr *wr,
 }
 
 
+/* The fields of an RDMA work request (uct_rc_gdr_ep_post sets wr_id and
+ * next; nothing else of struct ibv_send_wr is read for RC). */
+static UCS_F_ALWAYS_INLINE void
+uct_rc_gdr_ep_wr_rdma(struct ibv_send_wr *wr, enum ibv_wr_opcode opcode,
+                      struct ibv_sge *sges, int num_sge, uint64_t remote_addr,
+                      uint32_t rkey, unsigned send_flags)
+{
+    wr->opcode              = opcode;
+    wr->sg_list             = sges;
+    wr->num_sge             = num_sge;
+    wr->send_flags          = send_flags;
+    wr->wr.rdma.remote_addr = remote_addr;
+    wr->wr.rdma.rkey        = rkey;
+}
+
+
+/* The same for a SEND_WITH_IMM; its immediate data is the caller's. */
+static UCS_F_ALWAYS_INLINE void
+uct_rc_gdr_ep_wr_send(struct ibv_send_wr *wr, struct ibv_sge *sges,
+                      int num_sge, unsigned send_flags)
+{
+    wr->opcode     = IBV_WR_SEND_WITH_IMM;
+    wr->sg_list    = sges;
+    wr->num_sge    = num_sge;
+    wr->send_flags = send_flags;
+}
+
+
 /* Immediate data of the next SEND: piggy-backs the credits we owe. */
 static UCS_F_ALWAYS_INLINE uint32_t
 uct_rc_gdr_ep_take_imm(uct_rc_gdr_ep_t *ep, uint32_t bits)
@@ -206,8 +235,7 @@ uct_rc_gdr_ep_post_credit(uct_rc_gdr_ep_t *ep, uct_rc_gdr_op_t *op)
 {
     struct ibv_send_wr wr;
 
-    memset(&wr, 0, sizeof(wr));
-    wr.opcode   = IBV_WR_SEND_WITH_IMM;
+    uct_rc_gdr_ep_wr_send(&wr, NULL, 0, 0);
     wr.imm_data = uct_rc_gdr_ep_take_imm(ep, UCT_RC_GDR_IMM_CREDIT_ONLY);
     return uct_rc_gdr_ep_post_op(ep, &wr, op);
 }

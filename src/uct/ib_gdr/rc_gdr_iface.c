@@ -449,13 +449,8 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
                                              iface->send_cq,
                                              UCT_RC_GDR_POLL_BATCH, wcs);
     for (i = 0; i < num_wcs; ++i) {
-        ep = uct_rc_gdr_iface_lookup_ep(iface, wcs[i].qp_num);
-        if (ep == NULL) {
-            ucs_error("rc_gdr: send completion for unknown QP 0x%x",
-                      wcs[i].qp_num);
-            continue;
-        }
-        uct_rc_gdr_ep_send_completion(ep, &wcs[i]);
+        /* wr_id names the descriptor, which knows its endpoint */
+        uct_rc_gdr_ep_send_completion(&wcs[i]);
     }
     count += ucs_max(num_wcs, 0);
 
@@ -477,7 +472,9 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
         }
     }
 
-    count += iface->lane_ops->progress(iface);
+    if (ucs_unlikely(iface->lane_users > 0)) {
+        count += iface->lane_ops->progress(iface);
+    }
 
     /* Not only after completions: a connection or credits can give an
      * endpoint resources back without one (a request queued before the
@@ -485,6 +482,10 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
      * The list is taken first: a pending callback may queue requests on
      * other endpoints, or destroy one (each stays BUSY, so its removal
      * finds it in the taken list). */
+    if (ucs_likely(ucs_list_is_empty(&iface->busy_eps))) {
+        return count;
+    }
+
     ucs_list_head_init(&busy);
     ucs_list_splice_tail(&busy, &iface->busy_eps);
     ucs_list_head_init(&iface->busy_eps);
@@ -729,6 +730,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
     self->config.flush_mode    = config->flush_mode;
     self->tx_cq_avail          = config->tx_cq_len;
     self->rx_posted            = 0;
+    self->lane_users           = 0;
     memset(&self->stats, 0, sizeof(self->stats));
     self->stats.size           = sizeof(self->stats);
     ucs_list_head_init(&self->eps);

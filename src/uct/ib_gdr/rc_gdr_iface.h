@@ -137,6 +137,9 @@ struct uct_rc_gdr_iface {
     uct_rc_gdr_iface_stats_t  stats;
     uct_rc_gdr_bounce_iface_t *bounce;    /* the lane's state */
     const uct_rc_gdr_iface_lane_ops_t *lane_ops; /* set by the lane */
+    unsigned                  lane_users; /* endpoints the lane keeps state
+                                             for: only then does progress
+                                             give it a turn */
 };
 
 
