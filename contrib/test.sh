@@ -119,6 +119,26 @@ if [ "$RUN_VM" = 1 ]; then
     tally_plain "$OUT/rxe"
 fi
 
+echo "== tier 3: GPU"
+if [ -e /dev/nvidiactl ] || [ -e /dev/nvidia0 ]; then
+    # The driver's attributes, memory kinds, DMA-BUF export, buffer IDs and
+    # the staging engine on the real GPU; then the CUDA free hooks.
+    test/gpu/run_gpu_tests.sh -f 'cuda_gpu.*:stage.*' 2>&1 | tee "$OUT/gpu"
+    tally_gtest "$OUT/gpu"
+    RC_GDR_TEST_CUDA=real build/test/apps/ucm_free_test 2>&1 | tee "$OUT/ucm"
+    tally_plain "$OUT/ucm"
+else
+    echo "SKIP tier 3: no GPU on this machine (the GPU suites run where" \
+         "a CUDA driver and device are present)"
+fi
+
+if [ "$RUN_VM" = 1 ] && [ "${RC_GDR_CONFORMANCE:-0}" = 1 ]; then
+    echo "== tier 4: conformance, UCX's UCT suites (CI subset) in the guest," \
+         "rc_gdr beside rc_verbs"
+    contrib/conformance.sh --core --no-build 2>&1 | tee "$OUT/conformance"
+    tally_counts "$OUT/conformance"
+fi
+
 # Tier 5: releases. 1.22.0 first: the full tiers run there.
 RELEASES=${RC_GDR_RELEASES:-none}
 [ "$RELEASES" = none ] && RELEASES=""
@@ -173,26 +193,6 @@ if [ ${#RELEASE_BUILDS[@]} -gt 0 ]; then
     echo "== tier 5: every module in every other release"
     test/host/cross.sh build "${RELEASE_BUILDS[@]}" 2>&1 | tee "$OUT/cross"
     tally_plain "$OUT/cross"
-fi
-
-echo "== tier 3: GPU"
-if [ -e /dev/nvidiactl ] || [ -e /dev/nvidia0 ]; then
-    # The driver's attributes, memory kinds, DMA-BUF export, buffer IDs and
-    # the staging engine on the real GPU; then the CUDA free hooks.
-    test/gpu/run_gpu_tests.sh -f 'cuda_gpu.*:stage.*' 2>&1 | tee "$OUT/gpu"
-    tally_gtest "$OUT/gpu"
-    RC_GDR_TEST_CUDA=real build/test/apps/ucm_free_test 2>&1 | tee "$OUT/ucm"
-    tally_plain "$OUT/ucm"
-else
-    echo "SKIP tier 3: no GPU on this machine (the GPU suites run where" \
-         "a CUDA driver and device are present)"
-fi
-
-if [ "$RUN_VM" = 1 ] && [ "${RC_GDR_CONFORMANCE:-0}" = 1 ]; then
-    echo "== tier 4: conformance, UCX's UCT suites (CI subset) in the guest," \
-         "rc_gdr beside rc_verbs"
-    contrib/conformance.sh --core --no-build 2>&1 | tee "$OUT/conformance"
-    tally_counts "$OUT/conformance"
 fi
 
 rm -rf "$OUT"
