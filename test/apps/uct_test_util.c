@@ -7,6 +7,8 @@
 
 #include "uct_test_util.h"
 
+#include <uct/ib_gdr/rc_gdr_glue.h> /* which uct_ep_invalidate() */
+
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -452,6 +454,18 @@ ucs_status_t uct_test_comp_wait(uct_test_node_t **nodes, int count,
     }
     return (status == UCS_INPROGRESS) ? comp->status : status;
 }
+
+ucs_status_t uct_test_ep_invalidate(uct_ep_h ep)
+{
+#if UCT_RC_GDR_HAVE_EP_INVALIDATE_PARAMS
+    uct_ep_invalidate_params_t params = {0};
+
+    return uct_ep_invalidate(ep, &params);
+#else
+    return uct_ep_invalidate(ep, 0);
+#endif
+}
+
 
 ucs_status_t uct_test_ep_flush(uct_test_node_t **nodes, int count,
                                uct_ep_h ep)

@@ -174,6 +174,9 @@ void uct_test_comp_init(uct_test_comp_t *comp);
 ucs_status_t uct_test_comp_wait(uct_test_node_t **nodes, int count,
                                 ucs_status_t status, uct_test_comp_t *comp);
 
+/* uct_ep_invalidate(ep) in the form this UCX release has */
+ucs_status_t uct_test_ep_invalidate(uct_ep_h ep);
+
 /* Flushes ep with a completion and waits for it */
 ucs_status_t uct_test_ep_flush(uct_test_node_t **nodes, int count,
                                uct_ep_h ep);

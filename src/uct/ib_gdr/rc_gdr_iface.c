@@ -101,9 +101,16 @@ ucs_config_field_t uct_rc_gdr_iface_config_table[] = {
     UCT_RC_GDR_BOUNCE_CONFIG_FIELD(ucs_offsetof(uct_rc_gdr_iface_config_t,
                                                 bounce)),
 
-    UCT_RC_GDR_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 0, "send/receive",
+    UCT_RC_GDR_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 0, "send",
                                          ucs_offsetof(uct_rc_gdr_iface_config_t,
                                                       tx_mp), ""),
+
+    UCT_RC_GDR_IFACE_MPOOL_CONFIG_FIELDS("RX_", -1, 0, "receive",
+                                         ucs_offsetof(uct_rc_gdr_iface_config_t,
+                                                      rx_mp),
+                                         "\nActive messages the user keeps "
+                                         "(UCT_CB_PARAM_FLAG_DESC) hold "
+                                         "receive buffers until released."),
 
     {NULL}
 };
@@ -388,6 +395,7 @@ static void uct_rc_gdr_iface_handle_recv(uct_rc_gdr_iface_t *iface,
 {
     uct_rc_gdr_buf_t *buf = (uct_rc_gdr_buf_t*)wc->wr_id;
     uct_rc_gdr_ep_t *ep;
+    ucs_status_t status;
     uint32_t imm;
 
     --iface->rx_posted;
@@ -421,17 +429,38 @@ static void uct_rc_gdr_iface_handle_recv(uct_rc_gdr_iface_t *iface,
     if (imm & UCT_RC_GDR_IMM_INTERNAL) {
         iface->lane_ops->recv(iface, ep, buf + 1, wc->byte_len);
     } else {
-        uct_iface_invoke_am(&iface->super, imm & UCT_RC_GDR_IMM_AM_ID_MASK,
-                            buf + 1, wc->byte_len, 0);
+        status = uct_iface_invoke_am(&iface->super,
+                                     imm & UCT_RC_GDR_IMM_AM_ID_MASK,
+                                     buf + 1, wc->byte_len,
+                                     UCT_CB_PARAM_FLAG_DESC);
+        if (status == UCS_INPROGRESS) {
+            buf = NULL; /* the user keeps it: uct_iface_release_desc() */
+        }
     }
 
+    /* Credits go back at once even for a kept buffer: the shared receive
+     * queue, not the sender's window, runs out when the user keeps many
+     * (the peer then waits on receiver-not-ready retries). */
     if (ep != NULL) {
         ++ep->fc_to_return;
         uct_rc_gdr_ep_grant_credits(ep);
     }
 
 out:
-    ucs_mpool_put_inline(buf);
+    if (buf != NULL) {
+        ucs_mpool_put_inline(buf);
+    }
+}
+
+
+/* uct_iface_release_desc() of a kept active message */
+static void uct_rc_gdr_iface_release_desc(uct_recv_desc_t *self, void *desc)
+{
+    uct_rc_gdr_iface_t *iface = ucs_container_of(self, uct_rc_gdr_iface_t,
+                                                 release_desc);
+
+    ucs_mpool_put_inline((uct_rc_gdr_buf_t*)desc - 1);
+    iface->rx_returned = 1;
 }
 
 
@@ -470,6 +499,11 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
                     iface->config.rx_queue_len / 2)) {
             uct_rc_gdr_iface_post_recvs(iface);
         }
+    } else if (ucs_unlikely(iface->rx_returned)) {
+        /* The pool ran dry while the user kept buffers: with nothing posted
+         * no receive completes, so a released buffer is posted here. */
+        iface->rx_returned = 0;
+        uct_rc_gdr_iface_post_recvs(iface);
     }
 
     if (ucs_unlikely(iface->lane_users > 0)) {
@@ -555,9 +589,11 @@ static ucs_status_t uct_rc_gdr_iface_fence(uct_iface_h tl_iface,
 static void uct_rc_gdr_iface_buf_init(uct_iface_h tl_iface, void *obj,
                                       uct_mem_h memh)
 {
-    uct_rc_gdr_buf_t *buf = obj;
+    uct_rc_gdr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_gdr_iface_t);
+    uct_rc_gdr_buf_t *buf     = obj;
 
-    buf->lkey = uct_rc_gdr_memh_lkey(memh);
+    buf->lkey         = uct_rc_gdr_memh_lkey(memh);
+    buf->release_desc = &iface->release_desc;
 }
 
 
@@ -730,6 +766,8 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
     self->config.flush_mode    = config->flush_mode;
     self->tx_cq_avail          = config->tx_cq_len;
     self->rx_posted            = 0;
+    self->rx_returned          = 0;
+    self->release_desc.cb      = uct_rc_gdr_iface_release_desc;
     self->lane_users           = 0;
     memset(&self->stats, 0, sizeof(self->stats));
     self->stats.size           = sizeof(self->stats);
@@ -784,7 +822,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
     status = uct_iface_mpool_init(&self->super, &self->rx_mp,
                                   sizeof(uct_rc_gdr_buf_t) + config->seg_size,
                                   am_align_offset, am_align,
-                                  &config->tx_mp, config->rx_queue_len,
+                                  &config->rx_mp, config->rx_queue_len,
                                   uct_rc_gdr_iface_buf_init, "rc_gdr_rx");
     if (status != UCS_OK) {
         goto err_cleanup_tx_mp;

@@ -62,13 +62,17 @@ typedef struct uct_rc_gdr_iface_config {
     uct_rc_gdr_flush_mode_t   flush_mode;
     uct_rc_gdr_bounce_config_t bounce;
     uct_iface_mpool_config_t  tx_mp;
+    uct_iface_mpool_config_t  rx_mp;
 } uct_rc_gdr_iface_config_t;
 
 
 /* A registered buffer of seg_size bytes (bcopy, AM, atomic results); the
- * data follows the header. */
+ * data follows the header. A received active message the user keeps
+ * (UCT_CB_PARAM_FLAG_DESC) comes back through uct_iface_release_desc(),
+ * which finds release_desc right before the data. */
 typedef struct uct_rc_gdr_buf {
     uint32_t                  lkey;
+    uct_recv_desc_t           *release_desc;
 } uct_rc_gdr_buf_t;
 
 
@@ -120,6 +124,9 @@ struct uct_rc_gdr_iface {
                                              only, not every endpoint */
     unsigned                  tx_cq_avail;
     unsigned                  rx_posted;
+    int                       rx_returned; /* a kept buffer came back:
+                                              repost even without receives */
+    uct_recv_desc_t           release_desc;
     struct {
         unsigned              tx_queue_len;
         unsigned              tx_cq_moderation;
