@@ -21,7 +21,8 @@
  *                sends again after progress (completion moderation must
  *                report within the pool)
  *   keep         an active-message handler may keep the data
- *                (UCT_CB_PARAM_FLAG_DESC): with RX_MAX_BUFS kept the sender
+ *                (UCT_CB_PARAM_FLAG_DESC) and write into the rx_headroom
+ *                before it (UCP does): with RX_MAX_BUFS kept the sender
  *                is held back (NO_RESOURCE), and after
  *                uct_iface_release_desc() it sends again, nothing lost
  *   invalidate   after uct_ep_invalidate an operation is still accepted
@@ -419,6 +420,7 @@ static void run_destroy(const char *dev_a, const char *dev_b)
 /* ---------------------------------------------------------------- keep -- */
 
 #define KEEP_MAX_BUFS 64
+#define KEEP_HEADROOM 24
 
 static void  *g_kept[KEEP_MAX_BUFS * 2];
 static int    g_num_kept;
@@ -442,6 +444,8 @@ static ucs_status_t keep_handler(void *arg, void *data, size_t length,
     if (!g_keep || (g_num_kept == ucs_static_array_size(g_kept))) {
         return UCS_OK;
     }
+    /* the headroom is the user's, as UCP's receive descriptor */
+    memset(UCS_PTR_BYTE_OFFSET(data, -KEEP_HEADROOM), 0xa5, KEEP_HEADROOM);
     g_kept[g_num_kept++] = data;
     return UCS_INPROGRESS;
 }
@@ -474,7 +478,9 @@ static void run_keep(const char *dev_a, const char *dev_b)
     setenv("UCX_RC_GDR_RX_MAX_BUFS", max_bufs, 1);
     setenv("UCX_RC_GDR_RX_BUFS_GROW", "16", 1);
     setenv("UCX_RC_GDR_RX_QUEUE_LEN", "16", 1);
+    uct_test_rx_headroom = KEEP_HEADROOM;
     pair_open(&a, &b, dev_a, dev_b, 1);
+    uct_test_rx_headroom = 0;
     unsetenv("UCX_RC_GDR_RX_MAX_BUFS");
     unsetenv("UCX_RC_GDR_RX_BUFS_GROW");
     unsetenv("UCX_RC_GDR_RX_QUEUE_LEN");
@@ -499,7 +505,8 @@ static void run_keep(const char *dev_a, const char *dev_b)
 
         memcpy(&value, g_kept[i], sizeof(value));
         g_seq_errors += (value != (uint64_t)i);
-        uct_iface_release_desc(g_kept[i]);
+        uct_iface_release_desc(UCS_PTR_BYTE_OFFSET(g_kept[i],
+                                                   -KEEP_HEADROOM));
     }
     g_num_kept = 0;
     g_keep     = 0;

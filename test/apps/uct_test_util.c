@@ -27,6 +27,7 @@ typedef ucs_status_t
 
 
 double uct_test_timeout_s = 30.0;
+size_t uct_test_rx_headroom;
 
 static const char *uct_test_prog = "uct_test";
 static int uct_test_passed;
@@ -258,6 +259,10 @@ void uct_test_node_open(uct_test_node_t *node, const char *dev,
     params.err_handler          = uct_test_node_err_handler;
     params.err_handler_arg      = node;
     params.err_handler_flags    = UCT_CB_FLAG_ASYNC;
+    if (uct_test_rx_headroom > 0) {
+        params.field_mask      |= UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
+        params.rx_headroom      = uct_test_rx_headroom;
+    }
     status = uct_iface_open(node->md, node->worker, &params, iface_config,
                             &node->iface);
     uct_config_release(iface_config);

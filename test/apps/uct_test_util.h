@@ -93,6 +93,8 @@ typedef struct {
 
 /* Bound of every wait, in seconds (uct_test_init) */
 extern double uct_test_timeout_s;
+/* rx_headroom of the interfaces opened next (0: none asked) */
+extern size_t uct_test_rx_headroom;
 
 
 /* Names the program in set-up errors, bounds waits by timeout_s, and makes

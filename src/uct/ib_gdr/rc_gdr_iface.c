@@ -354,7 +354,7 @@ static unsigned uct_rc_gdr_iface_post_recvs(uct_rc_gdr_iface_t *iface)
             if (buf == NULL) {
                 break;
             }
-            sges[i].addr   = (uintptr_t)(buf + 1);
+            sges[i].addr   = (uintptr_t)uct_rc_gdr_iface_rx_data(iface, buf);
             sges[i].length = iface->config.seg_size;
             sges[i].lkey   = buf->lkey;
             wrs[i].wr_id   = (uintptr_t)buf;
@@ -397,6 +397,7 @@ static void uct_rc_gdr_iface_handle_recv(uct_rc_gdr_iface_t *iface,
     uct_rc_gdr_ep_t *ep;
     ucs_status_t status;
     uint32_t imm;
+    void *data;
 
     --iface->rx_posted;
 
@@ -426,12 +427,13 @@ static void uct_rc_gdr_iface_handle_recv(uct_rc_gdr_iface_t *iface,
         goto out;
     }
 
+    data = uct_rc_gdr_iface_rx_data(iface, buf);
     if (imm & UCT_RC_GDR_IMM_INTERNAL) {
-        iface->lane_ops->recv(iface, ep, buf + 1, wc->byte_len);
+        iface->lane_ops->recv(iface, ep, data, wc->byte_len);
     } else {
         status = uct_iface_invoke_am(&iface->super,
                                      imm & UCT_RC_GDR_IMM_AM_ID_MASK,
-                                     buf + 1, wc->byte_len,
+                                     data, wc->byte_len,
                                      UCT_CB_PARAM_FLAG_DESC);
         if (status == UCS_INPROGRESS) {
             buf = NULL; /* the user keeps it: uct_iface_release_desc() */
@@ -453,7 +455,8 @@ out:
 }
 
 
-/* uct_iface_release_desc() of a kept active message */
+/* uct_iface_release_desc() of a kept active message: desc is where the
+ * user's headroom starts, right after the buffer's header */
 static void uct_rc_gdr_iface_release_desc(uct_recv_desc_t *self, void *desc)
 {
     uct_rc_gdr_iface_t *iface = ucs_container_of(self, uct_rc_gdr_iface_t,
@@ -622,17 +625,16 @@ static ucs_status_t uct_rc_gdr_iface_parse_device(const char *dev_name,
 }
 
 
-/* The transport timeout exponent: (retry+1) tries of 4.096us * 2^exp each
- * should add up to the configured failure timeout. */
 /*
  * Where received active messages start: the user's alignment (a power of
  * two) of the byte at the user's offset (below the alignment), or the cache
- * line. Received data follows the buffer header.
+ * line. Received data starts data_offset bytes into a buffer: after its
+ * header and the user's headroom.
  */
 static ucs_status_t
 uct_rc_gdr_iface_am_alignment(const uct_iface_params_t *params,
-                              size_t seg_size, size_t *align_p,
-                              size_t *align_offset_p)
+                              size_t seg_size, size_t data_offset,
+                              size_t *align_p, size_t *align_offset_p)
 {
     size_t align  = UCT_IFACE_PARAM_VALUE(params, am_alignment,
                                           AM_ALIGNMENT, 1);
@@ -655,13 +657,13 @@ uct_rc_gdr_iface_am_alignment(const uct_iface_params_t *params,
     }
 
     /* UCX's own rules: the defaults, and no offset without an alignment */
-    return uct_iface_param_am_alignment(params, seg_size,
-                                        sizeof(uct_rc_gdr_buf_t),
-                                        sizeof(uct_rc_gdr_buf_t), align_p,
-                                        align_offset_p);
+    return uct_iface_param_am_alignment(params, seg_size, data_offset,
+                                        data_offset, align_p, align_offset_p);
 }
 
 
+/* The transport timeout exponent: (retry+1) tries of 4.096us * 2^exp each
+ * should add up to the configured failure timeout. */
 static uint8_t uct_rc_gdr_iface_timeout_exp(double failure_timeout,
                                             unsigned retry_count)
 {
@@ -682,7 +684,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
             ucs_derived_of(tl_config, uct_rc_gdr_iface_config_t);
     uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
     struct ibv_srq_init_attr srq_attr;
-    size_t am_align, am_align_offset;
+    size_t am_align, am_align_offset, rx_headroom;
     ucs_status_t status;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_rc_gdr_iface_ops,
@@ -714,8 +716,11 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
         return status;
     }
 
-    status = uct_rc_gdr_iface_am_alignment(params, config->seg_size,
-                                           &am_align, &am_align_offset);
+    rx_headroom = UCT_IFACE_PARAM_VALUE(params, rx_headroom, RX_HEADROOM, 0);
+    status      = uct_rc_gdr_iface_am_alignment(params, config->seg_size,
+                                                sizeof(uct_rc_gdr_buf_t) +
+                                                rx_headroom, &am_align,
+                                                &am_align_offset);
     if (status != UCS_OK) {
         return status;
     }
@@ -752,6 +757,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
     self->config.rx_queue_len  = config->rx_queue_len;
     self->config.fc_wnd_size   = config->fc_wnd_size;
     self->config.seg_size      = config->seg_size;
+    self->config.rx_headroom   = rx_headroom;
     self->config.max_inline    = config->max_inline;
     self->config.max_send_sge  = ucs_min((unsigned)md->dev_attr.max_sge,
                                          (unsigned)UCT_RC_GDR_MAX_IOV);
@@ -820,7 +826,8 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
     }
 
     status = uct_iface_mpool_init(&self->super, &self->rx_mp,
-                                  sizeof(uct_rc_gdr_buf_t) + config->seg_size,
+                                  sizeof(uct_rc_gdr_buf_t) + rx_headroom +
+                                  config->seg_size,
                                   am_align_offset, am_align,
                                   &config->rx_mp, config->rx_queue_len,
                                   uct_rc_gdr_iface_buf_init, "rc_gdr_rx");
