@@ -370,6 +370,48 @@ TEST_F(md, stale_dereg_refused) {
     munmap(buf, length);
 }
 
+/* Advice: WILLNEED inside a live registration holds (its pages are
+   pinned); outside it, or on a stale handle, it is refused */
+TEST_F(md, mem_advise) {
+    ASSERT_EQ(UCS_OK, open());
+
+    const size_t length = 3 * 4096;
+    char *buf           = (char*)map(length);
+    uct_md_attr_t attr;
+
+    ASSERT_EQ(UCS_OK, uct_md_query(m_md, &attr));
+    EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_ADVISE);
+
+    uct_mem_h memh = reg(buf + 100, 8000);
+    EXPECT_EQ(UCS_OK, uct_md_mem_advise(m_md, memh, buf + 107, 4096,
+                                        UCT_MADV_WILLNEED));
+    EXPECT_EQ(UCS_OK, uct_md_mem_advise(m_md, memh, buf + 100, 8000,
+                                        UCT_MADV_WILLNEED));
+    {
+        log_capture capture;
+
+        /* the page around it is not what was registered */
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+                  uct_md_mem_advise(m_md, memh, buf, 200, UCT_MADV_WILLNEED));
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+                  uct_md_mem_advise(m_md, memh, buf + 100, 8001,
+                                    UCT_MADV_WILLNEED));
+    }
+
+    dereg(memh);
+    {
+        log_capture capture;
+
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+                  uct_md_mem_advise(m_md, memh, buf + 107, 64,
+                                    UCT_MADV_WILLNEED));
+        EXPECT_TRUE(contains(captured_log, "not registered"));
+    }
+
+    close();
+    munmap(buf, length);
+}
+
 /*
  * A peer names a bounce registration by its token: only the bytes that
  * registration asked for are served, not the pages around them, and not the

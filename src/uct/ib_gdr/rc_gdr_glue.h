@@ -80,6 +80,9 @@ ucs_status_t uct_rc_gdr_md_reg(uct_md_h tl_md, void *address, size_t length,
                                uint64_t flags, uct_mem_h *memh_p);
 ucs_status_t uct_rc_gdr_md_mem_dereg(uct_md_h tl_md,
                                      const uct_md_mem_dereg_params_t *params);
+ucs_status_t uct_rc_gdr_md_mem_advise(uct_md_h tl_md, uct_mem_h memh,
+                                      void *address, size_t length,
+                                      unsigned advice);
 ucs_status_t uct_rc_gdr_md_mem_info(uct_md_h tl_md, const void *address,
                                     size_t length,
                                     uct_rc_gdr_mem_info_t *info);

@@ -104,8 +104,7 @@ uct_md_ops_t uct_rc_gdr_md_ops = {
                               ucs_empty_function_return_unsupported,
     .mem_free           = (uct_md_mem_free_func_t)
                               ucs_empty_function_return_unsupported,
-    .mem_advise         = (uct_md_mem_advise_func_t)
-                              ucs_empty_function_return_unsupported,
+    .mem_advise         = uct_rc_gdr_md_mem_advise,
     .mem_reg            = uct_rc_gdr_glue_mem_reg,
     .mem_dereg          = uct_rc_gdr_md_mem_dereg,
     .mem_query          = uct_rc_gdr_glue_mem_query,

@@ -203,7 +203,7 @@ void uct_rc_gdr_md_caps(uct_md_h tl_md, uct_rc_gdr_md_caps_t *caps)
 
     memset(caps, 0, sizeof(*caps));
     caps->flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
-                             UCT_MD_FLAG_NEED_RKEY;
+                             UCT_MD_FLAG_NEED_RKEY | UCT_MD_FLAG_ADVISE;
     caps->reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     caps->access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     caps->detect_mem_types = 0;
@@ -753,6 +753,44 @@ uct_rc_gdr_md_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_params_t *params)
     status = uct_rc_gdr_rcache_put(md->rcache, handle);
     uct_rc_gdr_rcache_unlock(md->rcache);
     return status;
+}
+
+
+/*
+ * Advice on a registration. Its pages stay pinned while it lives, so
+ * WILLNEED (the only advice UCT has) holds already: as UCX's ib md answers
+ * for memory without on-demand paging. The handle and the range are checked
+ * as for a deregistration.
+ */
+ucs_status_t uct_rc_gdr_md_mem_advise(uct_md_h tl_md, uct_mem_h memh,
+                                      void *address, size_t length,
+                                      unsigned advice)
+{
+    uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
+    uct_rc_gdr_rcache_ref_t *ref;
+    uintptr_t start     = (uintptr_t)address;
+    int inside;
+
+    uct_rc_gdr_rcache_lock(md->rcache);
+    ref    = uct_rc_gdr_rcache_handle_check(md->rcache, (uintptr_t)memh);
+    inside = (ref != NULL) && (start >= ref->address) &&
+             (start - ref->address <= ref->length) &&
+             (length <= ref->length - (start - ref->address));
+    uct_rc_gdr_rcache_unlock(md->rcache);
+
+    if (ref == NULL) {
+        ucs_error("rc_gdr: mem_advise: memory handle %p is not registered",
+                  memh);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    if (!inside) {
+        ucs_error("rc_gdr: mem_advise: %p..%p is outside the registration",
+                  address, UCS_PTR_BYTE_OFFSET(address, length));
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    return (advice == UCT_MADV_WILLNEED) ? UCS_OK : UCS_ERR_UNSUPPORTED;
 }
 
 
