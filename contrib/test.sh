@@ -18,8 +18,10 @@
 #
 # Usage: contrib/test.sh [--no-vm]
 #   RC_GDR_CONFORMANCE=0                     leaves tier 4 out
-#   RC_GDR_RELEASES="1.22.0 1.16.0 1.19.1"  runs tier 5 for these releases
-#                   (not by default yet: see below; "none" for none)
+#   RC_GDR_RELEASES="1.22.0 1.16.0 1.19.1"  the releases tier 5 runs (this
+#                   is the default; "none" for none). Their sources come
+#                   from shared/deps beside the repository (see
+#                   contrib/ucx-upstream.sh); their builds are cached.
 #   RC_GDR_TIME_BUDGET_S=4200 (default): a tier 5 step that would start
 #   after that many seconds of this run is skipped, and says so (CI allows
 #   90 minutes; the releases' first builds are long)
@@ -135,7 +137,7 @@ if [ "$RUN_VM" = 1 ] && [ "${RC_GDR_CONFORMANCE:-1}" = 1 ]; then
 fi
 
 # Tier 5: releases. 1.22.0 first: the full tiers run there.
-RELEASES=${RC_GDR_RELEASES:-none}
+RELEASES=${RC_GDR_RELEASES:-1.22.0 1.16.0 1.19.1}
 [ "$RELEASES" = none ] && RELEASES=""
 RELEASE_BUILDS=()
 over_budget() { # what

@@ -131,6 +131,33 @@ test_no_mem_events() {
         UCX_MEM_EVENTS=no perftest_uct -t put_bw -D zcopy -s 65536 -n 100
 }
 
+# A UCT perftest whose client runs under valgrind's memcheck (which turns
+# UCX's memory events off): no error, and no leak lost for good, with an
+# rc_gdr frame in its stack. Errors in UCX or the verbs provider alone are
+# printed, not counted: they are not this module's.
+test_valgrind_perftest() {
+    local port=$((PORT++)) vlog="$LOG/memcheck.log" rc bad
+    timeout 300 ucx_perftest -p "$port" -x rc_gdr -d rxe0:1 \
+        > "$LOG/server.$port" 2>&1 &
+    local server=$!
+    wait_listen "$port" || return 1
+    timeout 600 valgrind --tool=memcheck --leak-check=full \
+        --show-leak-kinds=definite --errors-for-leak-kinds=definite \
+        --num-callers=30 --log-file="$vlog" \
+        ucx_perftest -p "$port" 127.0.0.1 -x rc_gdr -d rxe1:1 \
+        -t put_bw -D zcopy -s 65536 -n 50 > "$LOG/client.$port" 2>&1
+    rc=$?
+    wait "$server"
+    grep '^Final:' "$LOG/client.$port"
+    grep 'ERROR SUMMARY\|definitely lost' "$vlog"
+    # valgrind's report: blocks separated by "==PID== " lines
+    bad=$(awk '/^==[0-9]+== $/ { if (blk ~ /rc_gdr|ib_gdr/ && blk ~ /Invalid|uninitialised|Mismatched|definitely lost|Syscall param|overlap|free\(\)/) { n++; print blk > "/dev/stderr" } blk = ""; next }
+               { blk = blk $0 "\n" }
+               END { print n + 0 }' "$vlog")
+    echo "memcheck: $bad error(s) with an rc_gdr frame"
+    [ "$rc" = 0 ] && grep -q '^Final:' "$LOG/client.$port" && [ "$bad" = 0 ]
+}
+
 # ucx_perftest at UCP level, server on rxe0 and client on rxe1 (the traffic
 # crosses the veth); rc_gdr must be the lane UCP chose and must have posted
 # work, with rc_verbs absent from UCX_TLS.
@@ -350,6 +377,7 @@ run_test perftest_uct_am_bw_bcopy   perftest_uct -t am_bw -D bcopy -s 8192 -n 20
 run_test perftest_uct_am_lat        perftest_uct -t am_lat -s 8 -n 500
 run_test perftest_uct_put_lat       perftest_uct -t put_lat -s 8 -n 500
 run_test perftest_uct_without_mem_events test_no_mem_events
+run_test perftest_uct_under_valgrind_memcheck test_valgrind_perftest
 run_test perftest_ucp_tag_bw        perftest_ucp -t tag_bw -s 65536 -n 100
 run_test perftest_ucp_tag_lat       perftest_ucp -t tag_lat -s 8 -n 200
 run_test perftest_ucp_put_bw        perftest_ucp -t ucp_put_bw -s 65536 -n 100
