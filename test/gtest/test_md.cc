@@ -34,7 +34,13 @@ typedef struct {
              cache_hits, cache_entries, invalidations, num_gpus, emulated_gpu,
              cache_misses, cache_kept, cache_evictions, deregs, host_cache,
              gpu_cache;
+    uint64_t fallbacks[3]; /* uct_rc_gdr_md_reg_cause_t */
+    uint64_t limit_retries;
 } md_stats_t;
+
+/* uct_rc_gdr_md_reg_cause_t */
+const int CAUSE_LIMIT   = 0;
+const int CAUSE_REFUSED = 1;
 
 const unsigned CACHE_SHARE  = 1; /* UCT_RC_GDR_RCACHE_GET_FLAG_SHARE */
 const unsigned CACHE_RETAIN = 2; /* UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN */
@@ -248,12 +254,18 @@ protected:
     static bool contains(const std::vector<std::string> &log,
                          const std::string &what)
     {
+        return count(log, what) > 0;
+    }
+
+    static unsigned count(const std::vector<std::string> &log,
+                          const std::string &what)
+    {
+        unsigned n = 0;
+
         for (const std::string &line : log) {
-            if (line.find(what) != std::string::npos) {
-                return true;
-            }
+            n += (line.find(what) != std::string::npos);
         }
-        return false;
+        return n;
     }
 
     uct_md_h                 m_md    = NULL;
@@ -651,5 +663,186 @@ TEST_F(md, gpu_access_follows_policy) {
     }
 
     control("writes_ordering", ordering, NULL);
+    uct_rc_gdr_cuda_mem_free(gpu);
+}
+
+
+/*
+ * At the NIC's MR count limit a registration first releases the ones kept
+ * for reuse, then tries once more; with nothing to release it fails, naming
+ * the limits it may have hit.
+ */
+TEST_F(md, reg_limit_evicts_kept) {
+    ASSERT_EQ(UCS_OK, open());
+    if (!ucm_global_opts.enable_events) {
+        GTEST_SKIP() << "memory events are off in this process";
+    }
+
+    const size_t length = 64 * 1024;
+    char *buf           = (char*)map(4 * length);
+    uct_mem_h memh      = UCT_MEM_HANDLE_NULL;
+
+    mock_verbs_set_max_mrs(mock_verbs_live_count() + 3);
+    for (unsigned i = 0; i < 3; ++i) {
+        dereg(reg(buf + i * length, length));
+    }
+    EXPECT_EQ(3u, stats().cache_kept);
+
+    /* The fourth is over the limit: the kept ones go, then it succeeds */
+    EXPECT_EQ(UCS_OK, uct_md_mem_reg(m_md, buf + 3 * length, length,
+                                     UCT_MD_MEM_ACCESS_ALL, &memh));
+    md_stats_t s = stats();
+    EXPECT_EQ(1u, s.limit_retries);
+    EXPECT_EQ(3u, s.cache_evictions);
+    EXPECT_EQ(0u, s.cache_kept);
+    EXPECT_EQ(1u, mock_verbs_live_count());
+
+    /* Nothing left to release: the registration fails and says why */
+    mock_verbs_set_max_mrs(mock_verbs_live_count());
+    {
+        log_capture capture;
+        uct_mem_h other;
+
+        EXPECT_EQ(UCS_ERR_NO_MEMORY,
+                  uct_md_mem_reg(m_md, buf, length, UCT_MD_MEM_ACCESS_ALL,
+                                 &other));
+        EXPECT_TRUE(contains(captured_log, "at a resource limit"));
+        EXPECT_TRUE(contains(captured_log, "max_mr"));
+        EXPECT_TRUE(contains(captured_log, "RLIMIT_MEMLOCK"));
+    }
+    EXPECT_EQ(1u, stats().limit_retries);
+
+    mock_verbs_set_max_mrs(0);
+    if (memh != UCT_MEM_HANDLE_NULL) {
+        dereg(memh);
+    }
+    close();
+    munmap(buf, 4 * length);
+}
+
+/* The same for GPU memory: at the limit, kept GPU registrations go and the
+ * memory still gets a NIC registration, not the bounce lane */
+TEST_F(md, gpu_reg_limit_evicts_kept) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    ASSERT_EQ(UCS_OK, open());
+
+    const size_t length = 64 * 1024;
+    char *a             = (char*)gpu_alloc(1, length);
+    char *b             = (char*)gpu_alloc(1, length);
+
+    dereg(reg(a, length));
+    ASSERT_EQ(1u, stats().peermem_regs) << "GPU1 does not take peermem";
+    EXPECT_EQ(1u, stats().cache_kept);
+
+    mock_verbs_fail_reg(1, EAGAIN);
+    uct_mem_h memh = reg(b, length);
+    md_stats_t s   = stats();
+    EXPECT_EQ(1u, s.limit_retries);
+    EXPECT_EQ(2u, s.peermem_regs);
+    EXPECT_EQ(0u, s.bounce_regs);
+    EXPECT_TRUE(rkey(memh).flags & UCT_RC_GDR_RKEY_FLAG_NIC);
+    dereg(memh);
+    close();
+    uct_rc_gdr_cuda_mem_free(a);
+    uct_rc_gdr_cuda_mem_free(b);
+}
+
+/*
+ * A GPU registration the NIC refuses at run time, for one allocation, falls
+ * back to a bounce registration: one line per cause, every one counted; the
+ * next allocation gets its NIC registration again.
+ */
+TEST_F(md, gpu_reg_falls_back_to_bounce) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    set("RCACHE", "no"); /* nothing kept to release at the limit */
+    ASSERT_EQ(UCS_OK, open());
+
+    const size_t length = 64 * 1024;
+    std::vector<char*> gpu;
+    std::vector<uct_mem_h> memh;
+
+    for (unsigned i = 0; i < 4; ++i) {
+        gpu.push_back((char*)gpu_alloc(1, length));
+    }
+
+    {
+        log_capture capture;
+
+        /* An allocation the mechanism refuses, twice, then the limit */
+        mock_verbs_fail_reg(2, EFAULT);
+        memh.push_back(reg(gpu[0], length));
+        memh.push_back(reg(gpu[1], length));
+        mock_verbs_fail_reg(1, ENOMEM);
+        memh.push_back(reg(gpu[2], length));
+        EXPECT_EQ(1u, count(captured_log, "refused by the mechanism"))
+                << captured_log.size();
+        EXPECT_EQ(1u, count(captured_log, "at a resource limit"));
+        EXPECT_EQ(2u, count(captured_log, "the bounce lane carries it"));
+        EXPECT_TRUE(contains(captured_log, "max_mr"));
+        EXPECT_TRUE(contains(captured_log, "BAR1"));
+    }
+
+    memh.push_back(reg(gpu[3], length));
+    md_stats_t s = stats();
+    EXPECT_EQ(3u, s.bounce_regs);
+    EXPECT_EQ(2u, s.fallbacks[CAUSE_REFUSED]);
+    EXPECT_EQ(1u, s.fallbacks[CAUSE_LIMIT]);
+    EXPECT_EQ(1u, s.peermem_regs);
+
+    /* The fallbacks carry bounce tokens for their bytes; the last one a NIC
+       key */
+    for (unsigned i = 0; i < 3; ++i) {
+        uct_rc_gdr_rkey_t key = rkey(memh[i]);
+        EXPECT_FALSE(key.flags & UCT_RC_GDR_RKEY_FLAG_NIC) << i;
+        EXPECT_EQ(UCS_OK, bounce_target(key.rkey, gpu[i], length)) << i;
+    }
+    EXPECT_TRUE(rkey(memh[3]).flags & UCT_RC_GDR_RKEY_FLAG_NIC);
+
+    for (unsigned i = 0; i < 4; ++i) {
+        dereg(memh[i]);
+    }
+    close();
+    for (char *p : gpu) {
+        uct_rc_gdr_cuda_mem_free(p);
+    }
+}
+
+/* Where the bounce lane is not allowed, the refused registration fails and
+ * names the cause */
+TEST_F(md, gpu_reg_fails_without_bounce) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    set("BOUNCE", "no");
+    ASSERT_EQ(UCS_OK, open());
+
+    const size_t length = 64 * 1024;
+    char *gpu           = (char*)gpu_alloc(1, length);
+    uct_mem_h memh      = UCT_MEM_HANDLE_NULL;
+
+    mock_verbs_fail_reg(1, EFAULT);
+    {
+        log_capture capture;
+
+        EXPECT_EQ(UCS_ERR_IO_ERROR, uct_md_mem_reg(m_md, gpu, length,
+                                                   UCT_MD_MEM_ACCESS_ALL,
+                                                   &memh));
+        EXPECT_TRUE(contains(captured_log, "refused by the mechanism"));
+        EXPECT_TRUE(contains(captured_log, "Bad address"));
+        EXPECT_TRUE(contains(captured_log, "bounce lane is not allowed"));
+    }
+    EXPECT_EQ(0u, stats().bounce_regs);
+
+    /* The next one is registered as usual */
+    dereg(reg(gpu, length));
+    EXPECT_EQ(1u, stats().peermem_regs);
+    close();
     uct_rc_gdr_cuda_mem_free(gpu);
 }

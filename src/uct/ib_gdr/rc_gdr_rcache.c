@@ -877,6 +877,29 @@ static void uct_rc_gdr_rcache_trim(uct_rc_gdr_rcache_t *rcache)
     }
 }
 
+unsigned long uct_rc_gdr_rcache_evict_kept(uct_rc_gdr_rcache_t *rcache)
+{
+    unsigned long count = 0;
+    uct_rc_gdr_rcache_region_t *region;
+
+    /* One at a time from the head: a mem_dereg that re-enters may change
+       the list */
+    uct_rc_gdr_rcache_lock(rcache);
+    while (!ucs_list_is_empty(&rcache->lru)) {
+        region = ucs_list_head(&rcache->lru, uct_rc_gdr_rcache_region_t, lru);
+        ucs_assert(region->refcount == 0);
+        uct_rc_gdr_rcache_tree_del(rcache, region);
+        ++rcache->stats.evictions;
+        ++count;
+        ucs_debug("rcache %s: evict " UCT_RC_GDR_RCACHE_REGION_FMT
+                  " (at a resource limit)", rcache->name,
+                  UCT_RC_GDR_RCACHE_REGION_ARG(region));
+        uct_rc_gdr_rcache_region_destroy(rcache, region);
+    }
+    uct_rc_gdr_rcache_unlock(rcache);
+    return count;
+}
+
 /*
  * The last reference went: a retained region stays in the cache, on the
  * kept list; any other region is released and freed.
