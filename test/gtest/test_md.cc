@@ -12,12 +12,14 @@
 #include <uct/ib_gdr/rc_gdr_cuda.h>
 #include <ucm/api/ucm.h>
 #include <uct/api/uct.h>
+#include <ucs/async/async.h>
 #include <infiniband/verbs.h>
 #include "../mocks/mock_verbs.h"
 
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -49,6 +51,10 @@ typedef ucs_status_t (*stats_query_func_t)(uct_md_h md, md_stats_t *stats);
 typedef ucs_status_t (*bounce_target_func_t)(uct_md_h md, uint32_t token,
                                              uint64_t address, size_t length,
                                              int *gpu_p);
+typedef ucs_status_t (*bounce_hold_func_t)(uct_md_h md, uint32_t token,
+                                           uint64_t address, size_t length,
+                                           int *gpu_p);
+typedef void (*bounce_release_func_t)(uct_md_h md);
 typedef ucs_status_t (*reg_internal_func_t)(uct_md_h md, void *address,
                                             size_t length, struct ibv_mr **mr_p);
 
@@ -67,6 +73,8 @@ struct module {
     stats_query_func_t   stats_query    = NULL;
     bounce_target_func_t bounce_target  = NULL;
     reg_internal_func_t  reg_internal   = NULL;
+    bounce_hold_func_t   bounce_hold    = NULL;
+    bounce_release_func_t bounce_release = NULL;
     std::string          error;
 
     module()
@@ -85,6 +93,11 @@ struct module {
                 handle, "uct_rc_gdr_md_bounce_target");
         reg_internal  = (reg_internal_func_t)dlsym(
                 handle, "uct_rc_gdr_md_reg_internal");
+        /* Checked by the tests that use them */
+        bounce_hold    = (bounce_hold_func_t)dlsym(
+                handle, "uct_rc_gdr_md_bounce_target_hold");
+        bounce_release = (bounce_release_func_t)dlsym(
+                handle, "uct_rc_gdr_md_bounce_target_release");
         if ((component == NULL) || (stats_query == NULL) ||
             (bounce_target == NULL) || (reg_internal == NULL)) {
             error = "symbols missing in " + std::string(module_path());
@@ -843,6 +856,113 @@ TEST_F(md, gpu_reg_fails_without_bounce) {
     /* The next one is registered as usual */
     dereg(reg(gpu, length));
     EXPECT_EQ(1u, stats().peermem_regs);
+    close();
+    uct_rc_gdr_cuda_mem_free(gpu);
+}
+
+
+/*
+ * The iface says which thread modes it serves: a MULTI worker is refused in
+ * one line (the data path takes no lock; UCP serializes and opens its UCT
+ * worker SERIALIZED).
+ */
+TEST_F(md, iface_refuses_multi_thread_worker) {
+    ASSERT_EQ(UCS_OK, open());
+
+    ucs_async_context_t *async;
+    uct_iface_config_t *config;
+    uct_worker_h worker;
+    uct_iface_params_t params;
+    uct_iface_h iface;
+
+    ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                                               &async));
+    ASSERT_EQ(UCS_OK, uct_worker_create(async, UCS_THREAD_MODE_MULTI,
+                                        &worker));
+    ASSERT_EQ(UCS_OK, uct_md_iface_config_read(m_md, "rc_gdr", NULL, NULL,
+                                               &config));
+
+    memset(&params, 0, sizeof(params));
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                  UCT_IFACE_PARAM_FIELD_DEVICE;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = "rc_gdr";
+    params.mode.device.dev_name = MOCK_VERBS_DEVICE_NAME ":1";
+    {
+        log_capture capture;
+
+        EXPECT_EQ(UCS_ERR_UNSUPPORTED,
+                  uct_iface_open(m_md, worker, &params, config, &iface));
+        EXPECT_TRUE(contains(captured_log, "thread mode multi is not "
+                                           "supported"))
+                << (captured_log.empty() ? "" : captured_log[0]);
+    }
+
+    uct_config_release(config);
+    uct_worker_destroy(worker);
+    ucs_async_context_destroy(async);
+}
+
+
+/*
+ * A bounce target is held from its check to the end of the copy: a free
+ * hook on another thread waits meanwhile, and after it the memory is no
+ * longer served.
+ */
+TEST_F(md, bounce_target_held_across_copy) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+    ASSERT_TRUE((the_module().bounce_hold != NULL) &&
+                (the_module().bounce_release != NULL))
+            << "the module cannot hold a bounce target across a copy";
+
+    set("REG_METHODS", "dmabuf"); /* refused by the stand-in: bounce */
+    ASSERT_EQ(UCS_OK, open());
+    if (!ucm_global_opts.enable_events) {
+        GTEST_SKIP() << "memory events are off in this process";
+    }
+
+    const size_t length = 64 * 1024;
+    char *gpu           = (char*)gpu_alloc(1, length);
+    uct_mem_h memh      = reg(gpu, length);
+    uint32_t token      = rkey(memh).rkey;
+    int done            = 0;
+    int ordinal         = -1;
+
+    ASSERT_EQ(UCS_OK, the_module().bounce_hold(m_md, token, (uintptr_t)gpu,
+                                               length, &ordinal));
+    EXPECT_EQ(1, ordinal);
+
+    /* The memory goes away on another thread, while this one "copies" */
+    pthread_t freer;
+    struct freer_arg {
+        char *address;
+        size_t length;
+        int *done;
+    } arg = {gpu, length, &done};
+    ASSERT_EQ(0, pthread_create(&freer, NULL, [](void *p) -> void* {
+        freer_arg *a = (freer_arg*)p;
+        ucm_vm_munmap(a->address, a->length);
+        __atomic_store_n(a->done, 1, __ATOMIC_RELEASE);
+        return NULL;
+    }, &arg));
+
+    usleep(200000);
+    EXPECT_EQ(0, __atomic_load_n(&done, __ATOMIC_ACQUIRE))
+            << "the free hook released the memory during the copy";
+    the_module().bounce_release(m_md);
+    pthread_join(freer, NULL);
+    EXPECT_EQ(1, done);
+
+    {
+        log_capture capture;
+
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(token, gpu, 1));
+        EXPECT_TRUE(contains(captured_log, "freed memory"));
+    }
+
+    dereg(memh);
     close();
     uct_rc_gdr_cuda_mem_free(gpu);
 }

@@ -512,6 +512,28 @@ ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint32_t token,
                                          uint64_t address, size_t length,
                                          int *gpu_p)
 {
+    ucs_status_t status;
+
+    status = uct_rc_gdr_md_bounce_target_hold(md, token, address, length,
+                                              gpu_p);
+    if (status == UCS_OK) {
+        uct_rc_gdr_md_bounce_target_release(md);
+    }
+    return status;
+}
+
+
+void uct_rc_gdr_md_bounce_target_release(uct_rc_gdr_md_t *md)
+{
+    uct_rc_gdr_rcache_unlock(md->rcache);
+}
+
+
+ucs_status_t uct_rc_gdr_md_bounce_target_hold(uct_rc_gdr_md_t *md,
+                                              uint32_t token,
+                                              uint64_t address, size_t length,
+                                              int *gpu_p)
+{
     const char *why                    = "an unknown";
     uct_rc_gdr_rcache_region_t *region = NULL;
     ucs_status_t status                = UCS_ERR_INVALID_ADDR;
@@ -550,8 +572,10 @@ ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint32_t token,
         } else if (!inside) {
             why = "bytes outside the registration of its";
         } else {
+            /* Held: a free hook on another thread waits until the caller
+             * has touched the memory and released it */
             *gpu_p = gdr_mr->gpu;
-            status = UCS_OK;
+            return UCS_OK;
         }
     }
 

@@ -195,6 +195,20 @@ ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint32_t token,
                                          uint64_t address, size_t length,
                                          int *gpu_p);
 
+/**
+ * As uct_rc_gdr_md_bounce_target(), but on success the registration is held
+ * until uct_rc_gdr_md_bounce_target_release(): a free hook running on
+ * another thread (cudaFree, munmap) waits meanwhile, so the memory cannot
+ * go between the check and the copy into or out of it. Hold it only for a
+ * synchronous copy; on failure nothing is held.
+ */
+ucs_status_t uct_rc_gdr_md_bounce_target_hold(uct_rc_gdr_md_t *md,
+                                              uint32_t token,
+                                              uint64_t address, size_t length,
+                                              int *gpu_p);
+
+void uct_rc_gdr_md_bounce_target_release(uct_rc_gdr_md_t *md);
+
 /* Exported for tests: the counters of an rc_gdr md. */
 ucs_status_t uct_rc_gdr_md_stats_query(uct_md_h md,
                                        uct_rc_gdr_md_stats_t *stats);
