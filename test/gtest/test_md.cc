@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <string>
@@ -144,10 +145,16 @@ protected:
 
     ucs_status_t open()
     {
+        mock_verbs_reset();
+        return open_keep_mock();
+    }
+
+    /* open() without resetting the stand-in's knobs first */
+    ucs_status_t open_keep_mock()
+    {
         uct_md_config_t *config;
         ucs_status_t status;
 
-        mock_verbs_reset();
         status = uct_md_config_read(the_module().component, NULL, NULL,
                                     &config);
         if (status != UCS_OK) {
@@ -964,5 +971,138 @@ TEST_F(md, bounce_target_held_across_copy) {
 
     dereg(memh);
     close();
+    uct_rc_gdr_cuda_mem_free(gpu);
+}
+
+
+/* Fork safety as UCX's IB md: ibv_fork_init() at open unless turned off;
+ * its failure is fatal only with UCX_RC_GDR_FORK_INIT=yes */
+TEST_F(md, fork_init) {
+    ASSERT_EQ(UCS_OK, open());
+    EXPECT_EQ(1u, mock_verbs_fork_init_count());
+    close();
+
+    set("FORK_INIT", "no");
+    ASSERT_EQ(UCS_OK, open());
+    EXPECT_EQ(0u, mock_verbs_fork_init_count());
+    close();
+
+    set("FORK_INIT", "try");
+    mock_verbs_reset();
+    mock_verbs_fail_fork_init(EINVAL);
+    EXPECT_EQ(UCS_OK, open_keep_mock());
+    close();
+
+    set("FORK_INIT", "yes");
+    mock_verbs_fail_fork_init(EINVAL);
+    {
+        log_capture capture;
+
+        EXPECT_NE(UCS_OK, open_keep_mock());
+        EXPECT_TRUE(contains(captured_log, "ibv_fork_init() failed"));
+    }
+    mock_verbs_fail_fork_init(0);
+}
+
+/*
+ * A child of fork() unmaps memory the parent registered: its free hook
+ * must neither deregister the parent's MRs (a child shares the verbs
+ * context) nor wait for the cache lock a parent thread held at the fork
+ * (that thread does not exist in the child). The parent's registrations are
+ * intact afterwards.
+ */
+TEST_F(md, fork_child_leaves_registrations) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+    ASSERT_TRUE(the_module().bounce_hold != NULL);
+
+    set("REG_METHODS", "dmabuf"); /* GPU memory: bounce, for the hold */
+    ASSERT_EQ(UCS_OK, open());
+    if (!ucm_global_opts.enable_events) {
+        GTEST_SKIP() << "memory events are off in this process";
+    }
+
+    const size_t length = 64 * 1024;
+    char *buf           = (char*)map(length);
+    char *gpu           = (char*)gpu_alloc(1, length);
+    uct_mem_h memh      = reg(buf, length);
+    uct_mem_h gpu_memh  = reg(gpu, length);
+    uint32_t rkey0      = rkey(memh).rkey;
+    unsigned deregs0    = mock_verbs_dereg_count();
+    mock_verbs_mr_t mr;
+    int ordinal, status;
+
+    /* 1: no lock held at the fork. 2: a thread holds the cache lock */
+    for (int held = 0; held < 2; ++held) {
+        pthread_t holder;
+        int release = 0, holding = 0;
+        struct holder_arg {
+            uct_md_h md;
+            uint32_t token;
+            void     *address;
+            int      *holding, *release;
+        } arg = {m_md, rkey(gpu_memh).rkey, gpu, &holding, &release};
+
+        if (held) {
+            ASSERT_EQ(0, pthread_create(&holder, NULL, [](void *p) -> void* {
+                holder_arg *a = (holder_arg*)p;
+                int gpu_ordinal;
+
+                if (the_module().bounce_hold(a->md, a->token,
+                                             (uintptr_t)a->address, 1,
+                                             &gpu_ordinal) != UCS_OK) {
+                    return NULL;
+                }
+                __atomic_store_n(a->holding, 1, __ATOMIC_RELEASE);
+                while (!__atomic_load_n(a->release, __ATOMIC_ACQUIRE)) {
+                    usleep(1000);
+                }
+                the_module().bounce_release(a->md);
+                return NULL;
+            }, &arg));
+            while (!__atomic_load_n(&holding, __ATOMIC_ACQUIRE)) {
+                usleep(1000);
+            }
+        }
+
+        pid_t pid = fork();
+        ASSERT_NE(-1, pid);
+        if (pid == 0) {
+            /* The child: its unmap must return, deregistering nothing */
+            alarm(10);
+            munmap(buf, length);
+            _exit((mock_verbs_dereg_count() == deregs0) ? 0 : 3);
+        }
+
+        ASSERT_EQ(pid, waitpid(pid, &status, 0));
+        EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0))
+                << (held ? "lock held at the fork: " : "no lock held: ")
+                << (WIFSIGNALED(status) ?
+                    "the child hung in its unmap (killed by its alarm)" :
+                    "the child deregistered the parent's MR");
+
+        if (held) {
+            __atomic_store_n(&release, 1, __ATOMIC_RELEASE);
+            pthread_join(holder, NULL);
+        }
+    }
+
+    /* The parent's registration as before: same MR, same key, a hit */
+    ASSERT_TRUE(mock_verbs_find((uintptr_t)buf, &mr));
+    EXPECT_EQ(rkey0, mr.rkey);
+    EXPECT_EQ(deregs0, mock_verbs_dereg_count());
+    uct_mem_h again = reg(buf, length);
+    EXPECT_EQ(rkey0, rkey(again).rkey);
+    EXPECT_EQ(UCS_OK, the_module().bounce_hold(m_md, rkey(gpu_memh).rkey,
+                                               (uintptr_t)gpu, length,
+                                               &ordinal));
+    the_module().bounce_release(m_md);
+
+    dereg(again);
+    dereg(memh);
+    dereg(gpu_memh);
+    close();
+    munmap(buf, length);
     uct_rc_gdr_cuda_mem_free(gpu);
 }

@@ -31,6 +31,7 @@
 #include <ucs/sys/sys.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -81,6 +82,16 @@ ucs_config_field_t uct_rc_gdr_md_config_table[] = {
      "off must use GPUDirect RDMA, else opening the memory domain fails, "
      "naming the failing check.",
      ucs_offsetof(uct_rc_gdr_md_config_t, require), UCS_CONFIG_TYPE_STRING},
+
+    {"FORK_INIT", "try",
+     "Make registered memory fork-safe with ibv_fork_init() (registered "
+     "pages are not shared with a child, so the parent's copy-on-write "
+     "cannot move them away from the NIC): try: a failure is logged at "
+     "debug level (after other registrations it fails; kernels that pin "
+     "fork-safely need none); yes: opening fails then; no: not called. "
+     "Either way a forked child leaves the parent's registrations alone.",
+     ucs_offsetof(uct_rc_gdr_md_config_t, fork_init),
+     UCS_CONFIG_TYPE_TERNARY},
 
     {"RCACHE", "try",
      "Registration cache: keep registrations nobody holds for reuse, where "
@@ -142,12 +153,40 @@ ucs_status_t uct_rc_gdr_md_query_resources(uct_component_t *component,
 }
 
 
+/*
+ * Set in a child of fork(): the registrations, the cache and its lock are
+ * the parent's. The child's own unmaps and frees must neither wait for a
+ * lock held by a parent thread that does not exist in the child (a
+ * deadlock) nor deregister the parent's MRs through the verbs context the
+ * child shares with it.
+ */
+static int uct_rc_gdr_md_forked = 0;
+
+static void uct_rc_gdr_md_atfork_child(void)
+{
+    uct_rc_gdr_md_forked = 1;
+}
+
+static void uct_rc_gdr_md_atfork_register(void)
+{
+    int ret = pthread_atfork(NULL, NULL, uct_rc_gdr_md_atfork_child);
+
+    if (ret != 0) {
+        ucs_warn("rc_gdr: pthread_atfork() failed: %s: a forked child may "
+                 "block in a memory free hook", strerror(ret));
+    }
+}
+
+
 /* Host memory unmapped: its registrations must not serve a later mapping. */
 static void uct_rc_gdr_md_vm_unmapped(ucm_event_type_t event_type,
                                       ucm_event_t *event, void *arg)
 {
     uct_rc_gdr_md_t *md = arg;
 
+    if (ucs_unlikely(uct_rc_gdr_md_forked)) {
+        return;
+    }
     uct_rc_gdr_rcache_invalidate(md->rcache, event->vm_unmapped.address,
                                  event->vm_unmapped.size);
 }
@@ -161,7 +200,46 @@ static void uct_rc_gdr_md_cuda_freed(void *address, size_t length,
 {
     uct_rc_gdr_md_t *md = arg;
 
+    if (ucs_unlikely(uct_rc_gdr_md_forked)) {
+        return;
+    }
     uct_rc_gdr_rcache_invalidate(md->rcache, address, length);
+}
+
+
+/*
+ * Fork safety before the first registration, as UCX's IB md: ibv_fork_init()
+ * keeps registered pages out of children, and a child's hooks stay off the
+ * parent's registrations (uct_rc_gdr_md_forked).
+ */
+static ucs_status_t
+uct_rc_gdr_md_open_fork(uct_rc_gdr_md_t *md,
+                        const uct_rc_gdr_md_config_t *md_config)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    int ret;
+
+    pthread_once(&once, uct_rc_gdr_md_atfork_register);
+    if (md_config->fork_init == UCS_NO) {
+        return UCS_OK;
+    }
+
+    ret = ibv_fork_init();
+    if (ret == 0) {
+        return UCS_OK;
+    }
+
+    if (md_config->fork_init == UCS_YES) {
+        ucs_error("rc_gdr: %s: ibv_fork_init() failed: %s (UCX_RC_GDR_"
+                  "FORK_INIT=yes; it fails once memory was registered before"
+                  " it): set UCX_RC_GDR_FORK_INIT=try to continue", md->name,
+                  strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    ucs_debug("rc_gdr: %s: ibv_fork_init() failed: %s; continuing, fork may "
+              "be unsafe for registered memory", md->name, strerror(ret));
+    return UCS_OK;
 }
 
 
@@ -1338,6 +1416,11 @@ ucs_status_t uct_rc_gdr_md_open(uct_component_t *component,
     md->next_token      = (uint32_t)ucs_generate_uuid((uintptr_t)md);
     kh_init_inplace(uct_rc_gdr_token, &md->tokens);
     ucs_strncpy_zero(md->name, md_name, sizeof(md->name));
+
+    status = uct_rc_gdr_md_open_fork(md, md_config);
+    if (status != UCS_OK) {
+        goto err_free_md;
+    }
 
     devices = ibv_get_device_list(&num_devices);
     if (devices == NULL) {

@@ -30,6 +30,7 @@ typedef struct uct_rc_gdr_md_config {
     char            *bounce;
     char            *require;
     /* The registration cache */
+    int             fork_init;      /* ucs_ternary_auto_value_t */
     int             rcache;         /* ucs_ternary_auto_value_t */
     size_t          rcache_max_size;
     unsigned long   rcache_max_regions;
