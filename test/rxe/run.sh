@@ -352,6 +352,7 @@ run_test ucx_info_shows_rc_gdr_config      test_ucx_info_config
 run_test uct_data_all_ops_byte_exact       test_uct_verify data rxe0:1 rxe1:1
 run_test uct_corrupt_addresses_refused     test_uct_verify bad-address rxe0:1
 run_test uct_pending_before_connect_sent   test_uct_verify pending-connect rxe0:1 rxe1:1
+run_test uct_fork_children_leave_registrations test_uct_verify fork rxe0:1 rxe1:1
 run_test uct_contract_regressions         test_uct_contract rxe0:1 rxe1:1
 run_test uct_release_api_through_glue      test_uct_release rxe0:1 rxe1:1
 run_test uct_peer_killed_reported_in_10s   test_peer_death 10
