@@ -827,7 +827,15 @@ TEST_F(md, gpu_reg_falls_back_to_bounce) {
     for (unsigned i = 0; i < 4; ++i) {
         dereg(memh[i]);
     }
-    close();
+    {
+        log_capture capture(UCS_LOG_LEVEL_DIAG);
+
+        close();
+        EXPECT_TRUE(contains(captured_log, "1 at a resource limit, 2 refused "
+                                           "by the mechanism, 0 DMA-BUF "
+                                           "export refused"))
+                << (captured_log.empty() ? "" : captured_log[0]);
+    }
     for (char *p : gpu) {
         uct_rc_gdr_cuda_mem_free(p);
     }

@@ -246,6 +246,24 @@ uct_rc_gdr_md_open_fork(uct_rc_gdr_md_t *md,
 void uct_rc_gdr_md_close(uct_md_h tl_md)
 {
     uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
+    const uint64_t *fallbacks = md->stats.fallbacks;
+
+    /* What the run's registrations met, in one line: the per-cause
+     * warnings said only the first of each */
+    if ((fallbacks[UCT_RC_GDR_MD_REG_CAUSE_LIMIT] +
+         fallbacks[UCT_RC_GDR_MD_REG_CAUSE_REFUSED] +
+         fallbacks[UCT_RC_GDR_MD_REG_CAUSE_EXPORT] +
+         md->stats.limit_retries) > 0) {
+        ucs_diag("rc_gdr: %s: GPU registrations the NIC refused, carried by "
+                 "the bounce lane: %" PRIu64 " at a resource limit, %" PRIu64
+                 " refused by the mechanism, %" PRIu64 " DMA-BUF export "
+                 "refused; %" PRIu64 " registrations retried after "
+                 "releasing kept ones", md->name,
+                 fallbacks[UCT_RC_GDR_MD_REG_CAUSE_LIMIT],
+                 fallbacks[UCT_RC_GDR_MD_REG_CAUSE_REFUSED],
+                 fallbacks[UCT_RC_GDR_MD_REG_CAUSE_EXPORT],
+                 md->stats.limit_retries);
+    }
 
     if (md->cuda_events) {
         rc_gdr_ucm_cuda_unset_free_handler(uct_rc_gdr_md_cuda_freed, md);
