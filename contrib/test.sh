@@ -97,6 +97,10 @@ echo "== tier 1: the unpackers of peer input, fuzzed under AddressSanitizer"
 build/test/gtest/fuzz_addr 2>&1 | tee "$OUT/fuzz"
 tally_plain "$OUT/fuzz"
 
+echo "== tier 1: the md under ThreadSanitizer, free hooks on other threads"
+TSAN_OPTIONS=halt_on_error=1 build/test/gtest/tsan_md 2>&1 | tee "$OUT/tsan"
+tally_plain "$OUT/tsan"
+
 echo "== tier 1b: loading checks on the host"
 test/host/run.sh 2>&1 | tee "$OUT/host"
 tally_plain "$OUT/host"

@@ -4,6 +4,11 @@
  *
  *   rc_gdr_info [--json] [--require-gdr] [--sysfs ROOT]
  *
+ * Beside the chain, the limits on registrations it records as evidence:
+ * the locked-memory limit, each NIC's MR count limit, each GPU's BAR1
+ * aperture, and what the md does when a GPU registration is refused at run
+ * time (bounce lane or error).
+ *
  * Exit status: 0; 1 for bad usage or configuration; 2 with --require-gdr
  * when no pair can use GDR.
  */
@@ -14,6 +19,7 @@
 
 #include <uct/ib_gdr/rc_gdr_cuda.h>
 #include <uct/ib_gdr/rc_gdr_gate.h>
+#include <uct/ib_gdr/rc_gdr_limits.h>
 #include <uct/ib_gdr/rc_gdr_probe.h>
 #include <uct/ib_gdr/rc_gdr_topo.h>
 
@@ -25,6 +31,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +53,7 @@ typedef struct rc_gdr_info_gpu {
     uct_rc_gdr_gate_gpu_t    facts;
     int                      ordinal;      /* CUDA ordinal, -1: no driver */
     uct_rc_gdr_probe_gpu_t   probe;        /* when the driver answered */
+    uct_rc_gdr_limit_t       bar1;
 } rc_gdr_info_gpu_t;
 
 
@@ -54,6 +62,8 @@ typedef struct rc_gdr_info_nic {
     char                     port_state[64];
     char                     peermem_source[256];
     uct_rc_gdr_gate_nic_t    facts;
+    uint64_t                 max_mr;       /* UCT_RC_GDR_LIMIT_UNKNOWN: */
+    uint64_t                 max_mr_size;  /* ibv_query_device failed */
 } rc_gdr_info_nic_t;
 
 
@@ -68,6 +78,7 @@ typedef struct rc_gdr_info {
     rc_gdr_info_nic_t        nics[RC_GDR_INFO_MAX_NICS];
     char                     no_gpu[384];  /* why no GPU is listed, or "" */
     char                     no_nic[128];  /* why no NIC is listed, or "" */
+    uct_rc_gdr_limit_t       memlock;
 } rc_gdr_info_t;
 
 
@@ -267,6 +278,8 @@ static rc_gdr_info_nic_t *rc_gdr_info_nic_add(rc_gdr_info_t *info,
     nic->facts.port_state    = nic->port_state;
     nic->facts.dmabuf_errno  = UCT_RC_GDR_GATE_NOT_PROBED;
     nic->facts.peermem_errno = UCT_RC_GDR_GATE_NOT_PROBED;
+    nic->max_mr              = UCT_RC_GDR_LIMIT_UNKNOWN;
+    nic->max_mr_size         = UCT_RC_GDR_LIMIT_UNKNOWN;
     return nic;
 }
 
@@ -296,6 +309,7 @@ static void rc_gdr_info_probe_device(rc_gdr_info_t *info,
     }
 
     if (ibv_query_device(context, &dev_attr) != 0) {
+        memset(&dev_attr, 0, sizeof(dev_attr));
         dev_attr.phys_port_cnt = 1;
     }
 
@@ -303,6 +317,11 @@ static void rc_gdr_info_probe_device(rc_gdr_info_t *info,
         nic = rc_gdr_info_nic_add(info, name, port);
         if (nic == NULL) {
             break;
+        }
+
+        if (dev_attr.max_mr > 0) {
+            nic->max_mr      = dev_attr.max_mr;
+            nic->max_mr_size = dev_attr.max_mr_size;
         }
 
         uct_rc_gdr_probe_nic(context, pd, port, NULL, info->sysfs_root,
@@ -383,8 +402,73 @@ static void rc_gdr_info_print_gpu_attr(const uct_rc_gdr_probe_gpu_t *gpu)
            "unreadable");
 }
 
+/* A limit as JSON: a number, or null when unknown ("unlimited": -1) */
+static void rc_gdr_info_print_json_limit(uint64_t value)
+{
+    if (value == UCT_RC_GDR_LIMIT_UNKNOWN) {
+        printf("null");
+    } else if (value == UCT_RC_GDR_LIMIT_UNLIMITED) {
+        printf("-1");
+    } else {
+        printf("%" PRIu64, value);
+    }
+}
+
+static void rc_gdr_info_print_json_bar1(const uct_rc_gdr_limit_t *bar1)
+{
+    printf(", \"bar1\": {\"total\": ");
+    rc_gdr_info_print_json_limit(bar1->value);
+    printf(", \"free\": ");
+    rc_gdr_info_print_json_limit(bar1->free);
+    printf(", \"source\": ");
+    uct_rc_gdr_gate_print_json_string(stdout, bar1->source);
+    printf("}");
+}
+
+/* What the md does with a GPU registration the NIC refuses at run time */
+static const char *rc_gdr_info_fallback(const rc_gdr_info_t *info)
+{
+    return (info->config.bounce &&
+            (info->config.require != UCT_RC_GDR_REQUIRE_GDR)) ?
+           "bounce" : "error";
+}
+
+static void rc_gdr_info_print_limits(const rc_gdr_info_t *info)
+{
+    char value[32];
+
+    printf("Limits: RLIMIT_MEMLOCK %s (%s)\n",
+           uct_rc_gdr_limits_str(info->memlock.value, 1, value,
+                                 sizeof(value)), info->memlock.source);
+    printf("A GPU registration the NIC refuses at run time (BAR1, MR count, "
+           "locked memory, the allocation): %s\n",
+           !strcmp(rc_gdr_info_fallback(info), "bounce") ?
+           "the bounce lane carries it" :
+           "fails (" UCT_RC_GDR_KNOB_BOUNCE "=no or " UCT_RC_GDR_KNOB_REQUIRE
+           "=gdr)");
+}
+
+static void rc_gdr_info_print_bar1(const uct_rc_gdr_limit_t *bar1)
+{
+    char total[32], free_str[32];
+
+    if (bar1->value == UCT_RC_GDR_LIMIT_UNKNOWN) {
+        printf("  BAR1 unknown (%s)\n", bar1->source);
+    } else if (bar1->free == UCT_RC_GDR_LIMIT_UNKNOWN) {
+        printf("  BAR1 %s (%s)\n",
+               uct_rc_gdr_limits_str(bar1->value, 1, total, sizeof(total)),
+               bar1->source);
+    } else {
+        printf("  BAR1 %s, %s free (%s)\n",
+               uct_rc_gdr_limits_str(bar1->value, 1, total, sizeof(total)),
+               uct_rc_gdr_limits_str(bar1->free, 1, free_str,
+                                     sizeof(free_str)), bar1->source);
+    }
+}
+
 static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
 {
+    char max_mr[32], max_mr_size[32];
     unsigned i;
 
     if (info->json) {
@@ -411,6 +495,7 @@ static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
                        info->gpus[i].facts.dmabuf_supported,
                        info->gpus[i].probe.attr.writes_ordering);
             }
+            rc_gdr_info_print_json_bar1(&info->gpus[i].bar1);
             printf("}");
         }
         printf("], \"nics\": [");
@@ -420,9 +505,18 @@ static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
             printf(", \"port\": %u, \"state\": ", info->nics[i].facts.port_num);
             uct_rc_gdr_gate_print_json_string(stdout,
                                               info->nics[i].port_state);
+            printf(", \"max_mr\": ");
+            rc_gdr_info_print_json_limit(info->nics[i].max_mr);
+            printf(", \"max_mr_size\": ");
+            rc_gdr_info_print_json_limit(info->nics[i].max_mr_size);
             printf("}");
         }
-        printf("], \"notes\": [");
+        printf("], \"memlock\": ");
+        rc_gdr_info_print_json_limit(info->memlock.value);
+        printf(", \"memlock_source\": ");
+        uct_rc_gdr_gate_print_json_string(stdout, info->memlock.source);
+        printf(", \"runtime_fallback\": \"%s\"", rc_gdr_info_fallback(info));
+        printf(", \"notes\": [");
         if (info->no_gpu[0] != '\0') {
             uct_rc_gdr_gate_print_json_string(stdout, info->no_gpu);
         }
@@ -446,14 +540,21 @@ static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
         if (info->gpus[i].ordinal >= 0) {
             rc_gdr_info_print_gpu_attr(&info->gpus[i].probe);
         }
+        rc_gdr_info_print_bar1(&info->gpus[i].bar1);
     }
     if (info->num_nics == 0) {
         printf("NICs: %s\n", info->no_nic);
     }
     for (i = 0; i < info->num_nics; ++i) {
-        printf("NIC %s port %u: %s\n", info->nics[i].name,
-               info->nics[i].facts.port_num, info->nics[i].port_state);
+        printf("NIC %s port %u: %s; max_mr %s, max_mr_size %s\n",
+               info->nics[i].name, info->nics[i].facts.port_num,
+               info->nics[i].port_state,
+               uct_rc_gdr_limits_str(info->nics[i].max_mr, 0, max_mr,
+                                     sizeof(max_mr)),
+               uct_rc_gdr_limits_str(info->nics[i].max_mr_size, 1,
+                                     max_mr_size, sizeof(max_mr_size)));
     }
+    rc_gdr_info_print_limits(info);
     printf("\n");
 }
 
@@ -589,6 +690,11 @@ int main(int argc, char **argv)
 
     rc_gdr_info_find_gpus(info);
     rc_gdr_info_find_nics(info);
+    uct_rc_gdr_limits_memlock(&info->memlock);
+    for (g = 0; g < info->num_gpus; ++g) {
+        uct_rc_gdr_limits_bar1(info->sysfs_root, info->gpus[g].bdf,
+                               &info->gpus[g].bar1);
+    }
     rc_gdr_info_print_header(info);
 
     for (g = 0; g < info->num_gpus; ++g) {

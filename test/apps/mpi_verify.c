@@ -8,6 +8,11 @@
  * project's stand-in, so the GPU is EMULATED), filled and checked through
  * the driver's copies.
  *
+ * With --threads the program asks for MPI_THREAD_MULTIPLE and runs
+ * THREADS threads per rank at once, each exchanging its own messages (its
+ * own tag) from buffers it allocates and frees every round: the frees run
+ * the memory hooks on one thread while the others transfer.
+ *
  * Prints "PASS ..." / "FAIL ..." lines from rank 0 and exits non-zero when
  * any byte differs on either rank.
  */
@@ -15,6 +20,7 @@
 #include <mpi.h>
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,6 +126,80 @@ static long count_bad(const unsigned char *buf, size_t size, int from_rank)
 }
 
 
+#define THREADS        4
+#define THREAD_ROUNDS  8
+
+
+static int g_peer;
+
+
+/* One thread's exchanges: its own tag, fresh buffers every round (freed
+ * at its end, so the unmap of large ones fires hooks on this thread while
+ * the other threads' messages are in flight); returns its bad bytes */
+static void *thread_exchange(void *arg)
+{
+    long tag = (long)(uintptr_t)arg;
+    unsigned char *sbuf, *rbuf;
+    long bad = 0;
+    unsigned round;
+    size_t size, i;
+    int rank;
+
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    for (round = 0; round < THREAD_ROUNDS; ++round) {
+        for (size = 8; size <= MAX_SIZE; size *= 8) {
+            sbuf = malloc(size);
+            rbuf = calloc(1, size);
+            if ((sbuf == NULL) || (rbuf == NULL)) {
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
+            for (i = 0; i < size; ++i) {
+                sbuf[i] = pattern(i, size, rank) ^ (unsigned char)tag;
+            }
+            MPI_Sendrecv(sbuf, (int)size, MPI_BYTE, g_peer, (int)tag, rbuf,
+                         (int)size, MPI_BYTE, g_peer, (int)tag,
+                         MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            for (i = 0; i < size; ++i) {
+                bad += (rbuf[i] !=
+                        (pattern(i, size, g_peer) ^ (unsigned char)tag));
+            }
+            free(sbuf);
+            free(rbuf);
+        }
+    }
+    return (void*)(uintptr_t)bad;
+}
+
+
+static int run_threads(int rank)
+{
+    pthread_t threads[THREADS];
+    long bad = 0, total_bad;
+    void *ret;
+    long t;
+
+    for (t = 0; t < THREADS; ++t) {
+        if (pthread_create(&threads[t], NULL, thread_exchange,
+                           (void*)(uintptr_t)(t + 1)) != 0) {
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    }
+    for (t = 0; t < THREADS; ++t) {
+        pthread_join(threads[t], &ret);
+        bad += (long)(uintptr_t)ret;
+    }
+
+    MPI_Allreduce(&bad, &total_bad, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) {
+        printf("%s MPI_THREAD_MULTIPLE: %d threads x %d rounds of sendrecv "
+               "8 B..%u MiB (%ld bad bytes)\n", total_bad ? "FAIL" : "PASS",
+               THREADS, THREAD_ROUNDS, MAX_SIZE >> 20, total_bad);
+        printf("verification: %s\n", total_bad ? "FAILED" : "PASSED");
+    }
+    return total_bad ? 1 : 0;
+}
+
+
 int main(int argc, char **argv)
 {
     unsigned char *sbuf, *rbuf, *win_buf, *host, *check;
@@ -128,7 +208,14 @@ int main(int argc, char **argv)
     size_t size, i, min_size;
     MPI_Win win;
 
-    MPI_Init(&argc, &argv);
+    int threads  = (argc > 1) && !strcmp(argv[1], "--threads");
+    int provided = MPI_THREAD_SINGLE;
+
+    if (threads) {
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     if (nranks != 2) {
@@ -137,7 +224,21 @@ int main(int argc, char **argv)
         }
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    peer = 1 - rank;
+    peer   = 1 - rank;
+    g_peer = peer;
+    if (threads) {
+        if (provided != MPI_THREAD_MULTIPLE) {
+            if (rank == 0) {
+                printf("FAIL MPI_THREAD_MULTIPLE not provided (%d)\n",
+                       provided);
+            }
+            MPI_Finalize();
+            return 1;
+        }
+        bad = run_threads(rank);
+        MPI_Finalize();
+        return (int)bad;
+    }
     if ((argc > 1) && !strcmp(argv[1], "--gpu")) {
         gpu_init();
     }

@@ -11,6 +11,10 @@
  *                                        and remote keys are refused
  *   uct_verify pending-connect DEV_A DEV_B  a request queued before the
  *                                        connection goes out after it
+ *   uct_verify fork DEV_A DEV_B          children unmap registered memory
+ *                                        and exit, exec, or write it; the
+ *                                        parent's registrations and
+ *                                        transfers are intact afterwards
  *
  * Prints one "PASS name" / "FAIL name" line per check and exits non-zero if
  * any check failed. ucx_perftest moves data but never looks at it: this
@@ -24,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -551,6 +556,126 @@ static void run_pending_connect(const char *dev_a, const char *dev_b)
 }
 
 
+/* A put of length bytes from src (registered as memh) into the peer's
+ * buffer, and a get back into src; both checked byte by byte */
+static int fork_put_get(uct_test_node_t **nodes, unsigned char *src,
+                        uct_mem_h memh, size_t length, uint64_t remote,
+                        uct_rkey_t rkey, unsigned seed, const char *what)
+{
+    unsigned char *dst = nodes[1]->buf;
+    uct_test_comp_t wc;
+    ucs_status_t status;
+    uct_iov_t iov;
+    int ok;
+
+    uct_test_fill(src, length, seed);
+    memset(dst, 0, length);
+    uct_test_iov_init(&iov, src, length, memh);
+    uct_test_comp_init(&wc);
+    status = UCT_TEST_RETRY(nodes, 2, uct_ep_put_zcopy(nodes[0]->ep, &iov, 1,
+                                                       remote, rkey,
+                                                       &wc.comp));
+    status = wait_op(nodes, 2, nodes[0], status, &wc);
+    ok     = (status == UCS_OK) && !memcmp(dst, src, length);
+
+    uct_test_fill(dst, length, seed + 1);
+    memset(src, 0, length);
+    uct_test_comp_init(&wc);
+    status = UCT_TEST_RETRY(nodes, 2, uct_ep_get_zcopy(nodes[0]->ep, &iov, 1,
+                                                       remote, rkey,
+                                                       &wc.comp));
+    status = wait_op(nodes, 2, nodes[0], status, &wc);
+    ok    &= (status == UCS_OK) && !memcmp(dst, src, length);
+    uct_test_check(ok, "%s: put and get of %zu bytes (%s)", what, length,
+                   ucs_status_string(status));
+    return ok;
+}
+
+
+/*
+ * Children of a process with registrations: one unmaps a registered buffer
+ * (its free hook must leave the parent's MR alone: the child shares the
+ * verbs context) and exits, one execs, one writes the registered buffers
+ * and exits. The parent then writes its buffers (copy-on-write must not
+ * move them away from the NIC) and moves them, byte-exact.
+ */
+static void run_fork(const char *dev_a, const char *dev_b)
+{
+    const size_t length = 256 * 1024;
+    uct_test_node_t a, b, *nodes[2] = {&a, &b};
+    unsigned char *extra;
+    uct_test_wire_t wb;
+    uct_rkey_bundle_t rkey;
+    ucs_status_t status;
+    uct_mem_h extra_memh;
+    void *extra_rkey;
+    int child, wstatus;
+    pid_t pid;
+
+    node_open(&a, dev_a, BUF_SIZE);
+    node_open(&b, dev_b, BUF_SIZE);
+    uct_test_node_connect_pair(&a, &b, NULL, &wb);
+    status = uct_rkey_unpack(a.component, wb.rkey, &rkey);
+    if (status != UCS_OK) {
+        uct_test_die("uct_rkey_unpack", status);
+    }
+
+    extra = mmap(NULL, length, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (extra == MAP_FAILED) {
+        uct_test_die("mmap", UCS_ERR_NO_MEMORY);
+    }
+    uct_test_mem_reg(&a, extra, length, &extra_memh, &extra_rkey);
+    fork_put_get(nodes, extra, extra_memh, length, wb.buf, rkey.rkey, 11,
+                 "before fork");
+
+    for (child = 0; child < 3; ++child) {
+        fflush(stdout);
+        pid = fork();
+        if (pid == -1) {
+            uct_test_die("fork", UCS_ERR_IO_ERROR);
+        }
+        if (pid == 0) {
+            alarm(30);
+            if (child == 0) {
+                munmap(extra, length);
+            } else if (child == 1) {
+                execl("/bin/true", "true", (char*)NULL);
+                _exit(4);
+            } else {
+                /* Fork-safe registrations are not shared with a child:
+                 * where ibv_fork_init() keeps them out of it, touching them
+                 * faults, so only the pages around are written */
+                memset(g_am_data, 0xa5, sizeof(g_am_data));
+            }
+            _exit(0);
+        }
+
+        if (waitpid(pid, &wstatus, 0) != pid) {
+            uct_test_die("waitpid", UCS_ERR_IO_ERROR);
+        }
+        uct_test_check(WIFEXITED(wstatus) && (WEXITSTATUS(wstatus) == 0),
+                       "child %d (%s) exited normally (status 0x%x)", child,
+                       (child == 0) ? "unmaps a registered buffer" :
+                       (child == 1) ? "execs" : "writes memory", wstatus);
+    }
+
+    /* The parent writes its registered buffers after the forks, then the
+     * NIC reads and writes them */
+    fork_put_get(nodes, extra, extra_memh, length, wb.buf, rkey.rkey, 21,
+                 "after fork, the buffer a child unmapped");
+    fork_put_get(nodes, a.buf, a.memh, length, wb.buf, rkey.rkey, 31,
+                 "after fork, the node's buffer");
+
+    uct_md_mem_dereg(a.md, extra_memh);
+    free(extra_rkey);
+    munmap(extra, length);
+    uct_rkey_release(a.component, &rkey);
+    uct_test_node_close(&a);
+    uct_test_node_close(&b);
+}
+
+
 int main(int argc, char **argv)
 {
     uct_test_init("uct_verify", OP_TIMEOUT_S);
@@ -563,10 +688,13 @@ int main(int argc, char **argv)
         run_bad_address(argv[2]);
     } else if ((argc == 4) && !strcmp(argv[1], "pending-connect")) {
         run_pending_connect(argv[2], argv[3]);
+    } else if ((argc == 4) && !strcmp(argv[1], "fork")) {
+        run_fork(argv[2], argv[3]);
     } else {
         fprintf(stderr,
                 "usage: %s data DEV_A DEV_B | peer-death DEV_A DEV_B SEC | "
-                "bad-address DEV | pending-connect DEV_A DEV_B\n", argv[0]);
+                "bad-address DEV | pending-connect DEV_A DEV_B | "
+                "fork DEV_A DEV_B\n", argv[0]);
         return 2;
     }
 

@@ -12,15 +12,18 @@
 #include <uct/ib_gdr/rc_gdr_cuda.h>
 #include <ucm/api/ucm.h>
 #include <uct/api/uct.h>
+#include <ucs/async/async.h>
 #include <infiniband/verbs.h>
 #include "../mocks/mock_verbs.h"
 
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <string>
@@ -34,7 +37,13 @@ typedef struct {
              cache_hits, cache_entries, invalidations, num_gpus, emulated_gpu,
              cache_misses, cache_kept, cache_evictions, deregs, host_cache,
              gpu_cache;
+    uint64_t fallbacks[3]; /* uct_rc_gdr_md_reg_cause_t */
+    uint64_t limit_retries;
 } md_stats_t;
+
+/* uct_rc_gdr_md_reg_cause_t */
+const int CAUSE_LIMIT   = 0;
+const int CAUSE_REFUSED = 1;
 
 const unsigned CACHE_SHARE  = 1; /* UCT_RC_GDR_RCACHE_GET_FLAG_SHARE */
 const unsigned CACHE_RETAIN = 2; /* UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN */
@@ -43,6 +52,10 @@ typedef ucs_status_t (*stats_query_func_t)(uct_md_h md, md_stats_t *stats);
 typedef ucs_status_t (*bounce_target_func_t)(uct_md_h md, uint32_t token,
                                              uint64_t address, size_t length,
                                              int *gpu_p);
+typedef ucs_status_t (*bounce_hold_func_t)(uct_md_h md, uint32_t token,
+                                           uint64_t address, size_t length,
+                                           int *gpu_p);
+typedef void (*bounce_release_func_t)(uct_md_h md);
 typedef ucs_status_t (*reg_internal_func_t)(uct_md_h md, void *address,
                                             size_t length, struct ibv_mr **mr_p);
 
@@ -61,6 +74,8 @@ struct module {
     stats_query_func_t   stats_query    = NULL;
     bounce_target_func_t bounce_target  = NULL;
     reg_internal_func_t  reg_internal   = NULL;
+    bounce_hold_func_t   bounce_hold    = NULL;
+    bounce_release_func_t bounce_release = NULL;
     std::string          error;
 
     module()
@@ -79,6 +94,11 @@ struct module {
                 handle, "uct_rc_gdr_md_bounce_target");
         reg_internal  = (reg_internal_func_t)dlsym(
                 handle, "uct_rc_gdr_md_reg_internal");
+        /* Checked by the tests that use them */
+        bounce_hold    = (bounce_hold_func_t)dlsym(
+                handle, "uct_rc_gdr_md_bounce_target_hold");
+        bounce_release = (bounce_release_func_t)dlsym(
+                handle, "uct_rc_gdr_md_bounce_target_release");
         if ((component == NULL) || (stats_query == NULL) ||
             (bounce_target == NULL) || (reg_internal == NULL)) {
             error = "symbols missing in " + std::string(module_path());
@@ -125,10 +145,16 @@ protected:
 
     ucs_status_t open()
     {
+        mock_verbs_reset();
+        return open_keep_mock();
+    }
+
+    /* open() without resetting the stand-in's knobs first */
+    ucs_status_t open_keep_mock()
+    {
         uct_md_config_t *config;
         ucs_status_t status;
 
-        mock_verbs_reset();
         status = uct_md_config_read(the_module().component, NULL, NULL,
                                     &config);
         if (status != UCS_OK) {
@@ -248,12 +274,18 @@ protected:
     static bool contains(const std::vector<std::string> &log,
                          const std::string &what)
     {
+        return count(log, what) > 0;
+    }
+
+    static unsigned count(const std::vector<std::string> &log,
+                          const std::string &what)
+    {
+        unsigned n = 0;
+
         for (const std::string &line : log) {
-            if (line.find(what) != std::string::npos) {
-                return true;
-            }
+            n += (line.find(what) != std::string::npos);
         }
-        return false;
+        return n;
     }
 
     uct_md_h                 m_md    = NULL;
@@ -693,5 +725,434 @@ TEST_F(md, gpu_access_follows_policy) {
     }
 
     control("writes_ordering", ordering, NULL);
+    uct_rc_gdr_cuda_mem_free(gpu);
+}
+
+
+/*
+ * At the NIC's MR count limit a registration first releases the ones kept
+ * for reuse, then tries once more; with nothing to release it fails, naming
+ * the limits it may have hit.
+ */
+TEST_F(md, reg_limit_evicts_kept) {
+    ASSERT_EQ(UCS_OK, open());
+    if (!ucm_global_opts.enable_events) {
+        GTEST_SKIP() << "memory events are off in this process";
+    }
+
+    const size_t length = 64 * 1024;
+    char *buf           = (char*)map(4 * length);
+    uct_mem_h memh      = UCT_MEM_HANDLE_NULL;
+
+    mock_verbs_set_max_mrs(mock_verbs_live_count() + 3);
+    for (unsigned i = 0; i < 3; ++i) {
+        dereg(reg(buf + i * length, length));
+    }
+    EXPECT_EQ(3u, stats().cache_kept);
+
+    /* The fourth is over the limit: the kept ones go, then it succeeds */
+    EXPECT_EQ(UCS_OK, uct_md_mem_reg(m_md, buf + 3 * length, length,
+                                     UCT_MD_MEM_ACCESS_ALL, &memh));
+    md_stats_t s = stats();
+    EXPECT_EQ(1u, s.limit_retries);
+    EXPECT_EQ(3u, s.cache_evictions);
+    EXPECT_EQ(0u, s.cache_kept);
+    EXPECT_EQ(1u, mock_verbs_live_count());
+
+    /* Nothing left to release: the registration fails and says why */
+    mock_verbs_set_max_mrs(mock_verbs_live_count());
+    {
+        log_capture capture;
+        uct_mem_h other;
+
+        EXPECT_EQ(UCS_ERR_NO_MEMORY,
+                  uct_md_mem_reg(m_md, buf, length, UCT_MD_MEM_ACCESS_ALL,
+                                 &other));
+        EXPECT_TRUE(contains(captured_log, "at a resource limit"));
+        EXPECT_TRUE(contains(captured_log, "max_mr"));
+        EXPECT_TRUE(contains(captured_log, "RLIMIT_MEMLOCK"));
+    }
+    EXPECT_EQ(1u, stats().limit_retries);
+
+    mock_verbs_set_max_mrs(0);
+    if (memh != UCT_MEM_HANDLE_NULL) {
+        dereg(memh);
+    }
+    close();
+    munmap(buf, 4 * length);
+}
+
+/* The same for GPU memory: at the limit, kept GPU registrations go and the
+ * memory still gets a NIC registration, not the bounce lane */
+TEST_F(md, gpu_reg_limit_evicts_kept) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    ASSERT_EQ(UCS_OK, open());
+
+    const size_t length = 64 * 1024;
+    char *a             = (char*)gpu_alloc(1, length);
+    char *b             = (char*)gpu_alloc(1, length);
+
+    dereg(reg(a, length));
+    ASSERT_EQ(1u, stats().peermem_regs) << "GPU1 does not take peermem";
+    EXPECT_EQ(1u, stats().cache_kept);
+
+    mock_verbs_fail_reg(1, EAGAIN);
+    uct_mem_h memh = reg(b, length);
+    md_stats_t s   = stats();
+    EXPECT_EQ(1u, s.limit_retries);
+    EXPECT_EQ(2u, s.peermem_regs);
+    EXPECT_EQ(0u, s.bounce_regs);
+    EXPECT_TRUE(rkey(memh).flags & UCT_RC_GDR_RKEY_FLAG_NIC);
+    dereg(memh);
+    close();
+    uct_rc_gdr_cuda_mem_free(a);
+    uct_rc_gdr_cuda_mem_free(b);
+}
+
+/*
+ * A GPU registration the NIC refuses at run time, for one allocation, falls
+ * back to a bounce registration: one line per cause, every one counted; the
+ * next allocation gets its NIC registration again.
+ */
+TEST_F(md, gpu_reg_falls_back_to_bounce) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    set("RCACHE", "no"); /* nothing kept to release at the limit */
+    ASSERT_EQ(UCS_OK, open());
+
+    const size_t length = 64 * 1024;
+    std::vector<char*> gpu;
+    std::vector<uct_mem_h> memh;
+
+    for (unsigned i = 0; i < 4; ++i) {
+        gpu.push_back((char*)gpu_alloc(1, length));
+    }
+
+    {
+        log_capture capture;
+
+        /* An allocation the mechanism refuses, twice, then the limit */
+        mock_verbs_fail_reg(2, EFAULT);
+        memh.push_back(reg(gpu[0], length));
+        memh.push_back(reg(gpu[1], length));
+        mock_verbs_fail_reg(1, ENOMEM);
+        memh.push_back(reg(gpu[2], length));
+        EXPECT_EQ(1u, count(captured_log, "refused by the mechanism"))
+                << captured_log.size();
+        EXPECT_EQ(1u, count(captured_log, "at a resource limit"));
+        EXPECT_EQ(2u, count(captured_log, "the bounce lane carries it"));
+        EXPECT_TRUE(contains(captured_log, "max_mr"));
+        EXPECT_TRUE(contains(captured_log, "BAR1"));
+    }
+
+    memh.push_back(reg(gpu[3], length));
+    md_stats_t s = stats();
+    EXPECT_EQ(3u, s.bounce_regs);
+    EXPECT_EQ(2u, s.fallbacks[CAUSE_REFUSED]);
+    EXPECT_EQ(1u, s.fallbacks[CAUSE_LIMIT]);
+    EXPECT_EQ(1u, s.peermem_regs);
+
+    /* The fallbacks carry bounce tokens for their bytes; the last one a NIC
+       key */
+    for (unsigned i = 0; i < 3; ++i) {
+        uct_rc_gdr_rkey_t key = rkey(memh[i]);
+        EXPECT_FALSE(key.flags & UCT_RC_GDR_RKEY_FLAG_NIC) << i;
+        EXPECT_EQ(UCS_OK, bounce_target(key.rkey, gpu[i], length)) << i;
+    }
+    EXPECT_TRUE(rkey(memh[3]).flags & UCT_RC_GDR_RKEY_FLAG_NIC);
+
+    for (unsigned i = 0; i < 4; ++i) {
+        dereg(memh[i]);
+    }
+    {
+        log_capture capture(UCS_LOG_LEVEL_DIAG);
+
+        close();
+        EXPECT_TRUE(contains(captured_log, "1 at a resource limit, 2 refused "
+                                           "by the mechanism, 0 DMA-BUF "
+                                           "export refused"))
+                << (captured_log.empty() ? "" : captured_log[0]);
+    }
+    for (char *p : gpu) {
+        uct_rc_gdr_cuda_mem_free(p);
+    }
+}
+
+/* Where the bounce lane is not allowed, the refused registration fails and
+ * names the cause */
+TEST_F(md, gpu_reg_fails_without_bounce) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    set("BOUNCE", "no");
+    ASSERT_EQ(UCS_OK, open());
+
+    const size_t length = 64 * 1024;
+    char *gpu           = (char*)gpu_alloc(1, length);
+    uct_mem_h memh      = UCT_MEM_HANDLE_NULL;
+
+    mock_verbs_fail_reg(1, EFAULT);
+    {
+        log_capture capture;
+
+        EXPECT_EQ(UCS_ERR_IO_ERROR, uct_md_mem_reg(m_md, gpu, length,
+                                                   UCT_MD_MEM_ACCESS_ALL,
+                                                   &memh));
+        EXPECT_TRUE(contains(captured_log, "refused by the mechanism"));
+        EXPECT_TRUE(contains(captured_log, "Bad address"));
+        EXPECT_TRUE(contains(captured_log, "bounce lane is not allowed"));
+    }
+    EXPECT_EQ(0u, stats().bounce_regs);
+
+    /* The next one is registered as usual */
+    dereg(reg(gpu, length));
+    EXPECT_EQ(1u, stats().peermem_regs);
+    close();
+    uct_rc_gdr_cuda_mem_free(gpu);
+}
+
+
+/*
+ * The iface says which thread modes it serves: a MULTI worker is refused in
+ * one line (the data path takes no lock; UCP serializes and opens its UCT
+ * worker SERIALIZED).
+ */
+TEST_F(md, iface_refuses_multi_thread_worker) {
+    ASSERT_EQ(UCS_OK, open());
+
+    ucs_async_context_t *async;
+    uct_iface_config_t *config;
+    uct_worker_h worker;
+    uct_iface_params_t params;
+    uct_iface_h iface;
+
+    ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                                               &async));
+    ASSERT_EQ(UCS_OK, uct_worker_create(async, UCS_THREAD_MODE_MULTI,
+                                        &worker));
+    ASSERT_EQ(UCS_OK, uct_md_iface_config_read(m_md, "rc_gdr", NULL, NULL,
+                                               &config));
+
+    memset(&params, 0, sizeof(params));
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                  UCT_IFACE_PARAM_FIELD_DEVICE;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = "rc_gdr";
+    params.mode.device.dev_name = MOCK_VERBS_DEVICE_NAME ":1";
+    {
+        log_capture capture;
+
+        EXPECT_EQ(UCS_ERR_UNSUPPORTED,
+                  uct_iface_open(m_md, worker, &params, config, &iface));
+        EXPECT_TRUE(contains(captured_log, "thread mode multi is not "
+                                           "supported"))
+                << (captured_log.empty() ? "" : captured_log[0]);
+    }
+
+    uct_config_release(config);
+    uct_worker_destroy(worker);
+    ucs_async_context_destroy(async);
+}
+
+
+/*
+ * A bounce target is held from its check to the end of the copy: a free
+ * hook on another thread waits meanwhile, and after it the memory is no
+ * longer served.
+ */
+TEST_F(md, bounce_target_held_across_copy) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+    ASSERT_TRUE((the_module().bounce_hold != NULL) &&
+                (the_module().bounce_release != NULL))
+            << "the module cannot hold a bounce target across a copy";
+
+    set("REG_METHODS", "dmabuf"); /* refused by the stand-in: bounce */
+    ASSERT_EQ(UCS_OK, open());
+    if (!ucm_global_opts.enable_events) {
+        GTEST_SKIP() << "memory events are off in this process";
+    }
+
+    const size_t length = 64 * 1024;
+    char *gpu           = (char*)gpu_alloc(1, length);
+    uct_mem_h memh      = reg(gpu, length);
+    uint32_t token      = rkey(memh).rkey;
+    int done            = 0;
+    int ordinal         = -1;
+
+    ASSERT_EQ(UCS_OK, the_module().bounce_hold(m_md, token, (uintptr_t)gpu,
+                                               length, &ordinal));
+    EXPECT_EQ(1, ordinal);
+
+    /* The memory goes away on another thread, while this one "copies" */
+    pthread_t freer;
+    struct freer_arg {
+        char *address;
+        size_t length;
+        int *done;
+    } arg = {gpu, length, &done};
+    ASSERT_EQ(0, pthread_create(&freer, NULL, [](void *p) -> void* {
+        freer_arg *a = (freer_arg*)p;
+        ucm_vm_munmap(a->address, a->length);
+        __atomic_store_n(a->done, 1, __ATOMIC_RELEASE);
+        return NULL;
+    }, &arg));
+
+    usleep(200000);
+    EXPECT_EQ(0, __atomic_load_n(&done, __ATOMIC_ACQUIRE))
+            << "the free hook released the memory during the copy";
+    the_module().bounce_release(m_md);
+    pthread_join(freer, NULL);
+    EXPECT_EQ(1, done);
+
+    {
+        log_capture capture;
+
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(token, gpu, 1));
+        EXPECT_TRUE(contains(captured_log, "freed memory"));
+    }
+
+    dereg(memh);
+    close();
+    uct_rc_gdr_cuda_mem_free(gpu);
+}
+
+
+/* Fork safety as UCX's IB md: ibv_fork_init() at open unless turned off;
+ * its failure is fatal only with UCX_RC_GDR_FORK_INIT=yes */
+TEST_F(md, fork_init) {
+    ASSERT_EQ(UCS_OK, open());
+    EXPECT_EQ(1u, mock_verbs_fork_init_count());
+    close();
+
+    set("FORK_INIT", "no");
+    ASSERT_EQ(UCS_OK, open());
+    EXPECT_EQ(0u, mock_verbs_fork_init_count());
+    close();
+
+    set("FORK_INIT", "try");
+    mock_verbs_reset();
+    mock_verbs_fail_fork_init(EINVAL);
+    EXPECT_EQ(UCS_OK, open_keep_mock());
+    close();
+
+    set("FORK_INIT", "yes");
+    mock_verbs_fail_fork_init(EINVAL);
+    {
+        log_capture capture;
+
+        EXPECT_NE(UCS_OK, open_keep_mock());
+        EXPECT_TRUE(contains(captured_log, "ibv_fork_init() failed"));
+    }
+    mock_verbs_fail_fork_init(0);
+}
+
+/*
+ * A child of fork() unmaps memory the parent registered: its free hook
+ * must neither deregister the parent's MRs (a child shares the verbs
+ * context) nor wait for the cache lock a parent thread held at the fork
+ * (that thread does not exist in the child). The parent's registrations are
+ * intact afterwards.
+ */
+TEST_F(md, fork_child_leaves_registrations) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+    ASSERT_TRUE(the_module().bounce_hold != NULL);
+
+    set("REG_METHODS", "dmabuf"); /* GPU memory: bounce, for the hold */
+    ASSERT_EQ(UCS_OK, open());
+    if (!ucm_global_opts.enable_events) {
+        GTEST_SKIP() << "memory events are off in this process";
+    }
+
+    const size_t length = 64 * 1024;
+    char *buf           = (char*)map(length);
+    char *gpu           = (char*)gpu_alloc(1, length);
+    uct_mem_h memh      = reg(buf, length);
+    uct_mem_h gpu_memh  = reg(gpu, length);
+    uint32_t rkey0      = rkey(memh).rkey;
+    unsigned deregs0    = mock_verbs_dereg_count();
+    mock_verbs_mr_t mr;
+    int ordinal, status;
+
+    /* 1: no lock held at the fork. 2: a thread holds the cache lock */
+    for (int held = 0; held < 2; ++held) {
+        pthread_t holder;
+        int release = 0, holding = 0;
+        struct holder_arg {
+            uct_md_h md;
+            uint32_t token;
+            void     *address;
+            int      *holding, *release;
+        } arg = {m_md, rkey(gpu_memh).rkey, gpu, &holding, &release};
+
+        if (held) {
+            ASSERT_EQ(0, pthread_create(&holder, NULL, [](void *p) -> void* {
+                holder_arg *a = (holder_arg*)p;
+                int gpu_ordinal;
+
+                if (the_module().bounce_hold(a->md, a->token,
+                                             (uintptr_t)a->address, 1,
+                                             &gpu_ordinal) != UCS_OK) {
+                    return NULL;
+                }
+                __atomic_store_n(a->holding, 1, __ATOMIC_RELEASE);
+                while (!__atomic_load_n(a->release, __ATOMIC_ACQUIRE)) {
+                    usleep(1000);
+                }
+                the_module().bounce_release(a->md);
+                return NULL;
+            }, &arg));
+            while (!__atomic_load_n(&holding, __ATOMIC_ACQUIRE)) {
+                usleep(1000);
+            }
+        }
+
+        pid_t pid = fork();
+        ASSERT_NE(-1, pid);
+        if (pid == 0) {
+            /* The child: its unmap must return, deregistering nothing */
+            alarm(10);
+            munmap(buf, length);
+            _exit((mock_verbs_dereg_count() == deregs0) ? 0 : 3);
+        }
+
+        ASSERT_EQ(pid, waitpid(pid, &status, 0));
+        EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0))
+                << (held ? "lock held at the fork: " : "no lock held: ")
+                << (WIFSIGNALED(status) ?
+                    "the child hung in its unmap (killed by its alarm)" :
+                    "the child deregistered the parent's MR");
+
+        if (held) {
+            __atomic_store_n(&release, 1, __ATOMIC_RELEASE);
+            pthread_join(holder, NULL);
+        }
+    }
+
+    /* The parent's registration as before: same MR, same key, a hit */
+    ASSERT_TRUE(mock_verbs_find((uintptr_t)buf, &mr));
+    EXPECT_EQ(rkey0, mr.rkey);
+    EXPECT_EQ(deregs0, mock_verbs_dereg_count());
+    uct_mem_h again = reg(buf, length);
+    EXPECT_EQ(rkey0, rkey(again).rkey);
+    EXPECT_EQ(UCS_OK, the_module().bounce_hold(m_md, rkey(gpu_memh).rkey,
+                                               (uintptr_t)gpu, length,
+                                               &ordinal));
+    the_module().bounce_release(m_md);
+
+    dereg(again);
+    dereg(memh);
+    dereg(gpu_memh);
+    close();
+    munmap(buf, length);
     uct_rc_gdr_cuda_mem_free(gpu);
 }

@@ -1587,3 +1587,37 @@ TEST_F(rcache, threads) {
     EXPECT_GT(s.invalidations, 0u);
     EXPECT_GT(s.hits, 0u);
 }
+
+
+/* At a resource limit the owner releases every kept region at once, held
+   ones stay; the tree and the counters stay consistent */
+TEST_F(rcache, evict_kept) {
+    region_t *held = get_kept(0x100000, 0x1000);
+    region_t *kept[3];
+
+    for (unsigned i = 0; i < 3; ++i) {
+        kept[i] = get_kept(0x10000 * (i + 1), 0x2000);
+        put(kept[i]);
+    }
+    EXPECT_EQ(3u, stats().cached);
+
+    EXPECT_EQ(3u, uct_rc_gdr_rcache_evict_kept(m_rcache));
+    for (unsigned i = 0; i < 3; ++i) {
+        EXPECT_FALSE(registered(kept[i])) << i;
+    }
+    EXPECT_TRUE(registered(held));
+    uct_rc_gdr_rcache_stats_t s = stats();
+    EXPECT_EQ(0u, s.cached);
+    EXPECT_EQ(1u, s.entries);
+    EXPECT_EQ(3u, s.evictions);
+    check();
+
+    /* Nothing kept: nothing to release */
+    EXPECT_EQ(0u, uct_rc_gdr_rcache_evict_kept(m_rcache));
+
+    /* A get of an evicted range registers anew */
+    region_t *again = get_kept(0x10000, 0x2000);
+    EXPECT_EQ(5u, stats().nic_regs);
+    put(again);
+    put(held);
+}

@@ -108,6 +108,44 @@ test_info_tool_without_hardware() {
     [ "$rc" = 2 ]
 }
 
+# The limits on registrations are evidence: RLIMIT_MEMLOCK, what a refused
+# GPU registration does, and a GPU's BAR1 (here from a synthetic sysfs tree,
+# no CUDA driver, no NVML: PCI BAR 1's size; unknown, with the reason,
+# where the tree has none).
+test_info_tool_limits() {
+    local root out dev=0000:41:00.0
+    root=$(mktemp -d /tmp/rc_gdr_sysfs.XXXXXX) || return 1
+    mkdir -p "$root/bus/pci/devices/$dev" "$root/bus/pci/devices/0000:42:00.0"
+    echo 0x10de > "$root/bus/pci/devices/$dev/vendor"
+    echo 0x030200 > "$root/bus/pci/devices/$dev/class"
+    printf '%s\n' \
+        '0x00000000a0000000 0x00000000a0ffffff 0x0000000000040200' \
+        '0x0000380000000000 0x000038000fffffff 0x000000000014220c' \
+        '0x0000000000000000 0x0000000000000000 0x0000000000000000' \
+        > "$root/bus/pci/devices/$dev/resource"
+    echo 0x10de > "$root/bus/pci/devices/0000:42:00.0/vendor"
+    echo 0x030200 > "$root/bus/pci/devices/0000:42:00.0/class"
+    out=$(RC_GDR_CUDA_LIBRARY=/nonexistent/libcuda.so.1 \
+          "$B/src/tools/rc_gdr_info" --sysfs "$root" 2>&1)
+    echo "$out"
+    echo "$out" | grep -q '^Limits: RLIMIT_MEMLOCK ' &&
+        echo "$out" | grep -q 'refuses at run time.*the bounce lane carries it' &&
+        echo "$out" | grep -q '^  BAR1 256M (PCI BAR 1 in sysfs' &&
+        echo "$out" | grep -q '^  BAR1 unknown (.*resource' &&
+        UCX_RC_GDR_BOUNCE=no "$B/src/tools/rc_gdr_info" --sysfs "$root" |
+            grep -q 'refuses at run time.*fails' &&
+        RC_GDR_CUDA_LIBRARY=/nonexistent/libcuda.so.1 \
+            "$B/src/tools/rc_gdr_info" --sysfs "$root" --json |
+            python3 -c 'import json, sys
+d = json.load(sys.stdin)
+assert d["gpus"][0]["bar1"]["total"] == 256 << 20, d["gpus"][0]
+assert d["gpus"][1]["bar1"]["total"] is None, d["gpus"][1]
+assert d["runtime_fallback"] == "bounce" and "memlock" in d'
+    local rc=$?
+    rm -rf "$root"
+    return $rc
+}
+
 # The registration cache's knobs are in UCX's configuration table.
 test_rcache_knobs_listed() {
     local out
@@ -132,6 +170,7 @@ run_test module_refuses_other_ucx_release     test_refuses_other_ucx
 run_test module_refuses_other_patch_release   test_refuses_other_patch_release
 run_test module_loads_without_rdma_or_cuda    test_loads_without_hardware
 run_test info_tool_says_why_without_hardware  test_info_tool_without_hardware
+run_test info_tool_limits_as_evidence         test_info_tool_limits
 run_test rcache_knobs_in_ucx_config           test_rcache_knobs_listed
 run_test md_opens_without_memory_events       test_md_without_memory_events
 

@@ -38,8 +38,12 @@ static struct {
     mock_verbs_slot_t  mrs[MOCK_VERBS_MAX_MRS];
     unsigned           regs;
     unsigned           deregs;
+    unsigned           fail_skip;
     unsigned           fail_count;
     int                fail_errno;
+    unsigned           max_mrs;
+    unsigned           fork_inits;
+    int                fork_init_errno;
     uint32_t           next_key;
 } mock_verbs = {
     .lock = PTHREAD_MUTEX_INITIALIZER
@@ -52,7 +56,11 @@ void mock_verbs_reset(void)
     memset(mock_verbs.mrs, 0, sizeof(mock_verbs.mrs));
     mock_verbs.regs       = 0;
     mock_verbs.deregs     = 0;
+    mock_verbs.fail_skip  = 0;
     mock_verbs.fail_count = 0;
+    mock_verbs.max_mrs    = 0;
+    mock_verbs.fork_inits = 0;
+    mock_verbs.fork_init_errno = 0;
     pthread_mutex_unlock(&mock_verbs.lock);
 }
 
@@ -103,10 +111,46 @@ int mock_verbs_find(uintptr_t address, mock_verbs_mr_t *mr_p)
 
 void mock_verbs_fail_reg(unsigned count, int err)
 {
+    mock_verbs_fail_reg_after(0, count, err);
+}
+
+void mock_verbs_fail_reg_after(unsigned skip, unsigned count, int err)
+{
     pthread_mutex_lock(&mock_verbs.lock);
+    mock_verbs.fail_skip  = skip;
     mock_verbs.fail_count = count;
     mock_verbs.fail_errno = err;
     pthread_mutex_unlock(&mock_verbs.lock);
+}
+
+void mock_verbs_set_max_mrs(unsigned max)
+{
+    pthread_mutex_lock(&mock_verbs.lock);
+    mock_verbs.max_mrs = max;
+    pthread_mutex_unlock(&mock_verbs.lock);
+}
+
+unsigned mock_verbs_fork_init_count(void)
+{
+    return mock_verbs.fork_inits;
+}
+
+void mock_verbs_fail_fork_init(int err)
+{
+    pthread_mutex_lock(&mock_verbs.lock);
+    mock_verbs.fork_init_errno = err;
+    pthread_mutex_unlock(&mock_verbs.lock);
+}
+
+int ibv_fork_init(void)
+{
+    int err;
+
+    pthread_mutex_lock(&mock_verbs.lock);
+    ++mock_verbs.fork_inits;
+    err = mock_verbs.fork_init_errno;
+    pthread_mutex_unlock(&mock_verbs.lock);
+    return err;
 }
 
 
@@ -244,12 +288,21 @@ static struct ibv_mr *mock_verbs_reg(struct ibv_pd *pd, void *addr,
                                      size_t length, int access)
 {
     mock_verbs_slot_t *slot = NULL;
-    unsigned i;
+    unsigned i, live = 0;
 
     pthread_mutex_lock(&mock_verbs.lock);
-    if (mock_verbs.fail_count > 0) {
+    if ((mock_verbs.fail_count > 0) && (mock_verbs.fail_skip == 0)) {
         --mock_verbs.fail_count;
         errno = mock_verbs.fail_errno;
+        goto err;
+    }
+
+    /* The NIC's MR count limit */
+    for (i = 0; i < MOCK_VERBS_MAX_MRS; ++i) {
+        live += mock_verbs.mrs[i].used;
+    }
+    if ((mock_verbs.max_mrs > 0) && (live >= mock_verbs.max_mrs)) {
+        errno = ENOMEM;
         goto err;
     }
 
@@ -282,6 +335,9 @@ static struct ibv_mr *mock_verbs_reg(struct ibv_pd *pd, void *addr,
     slot->mr.lkey    = 0x1000 + (++mock_verbs.next_key);
     slot->mr.rkey    = 0x80000000u + mock_verbs.next_key;
     ++mock_verbs.regs;
+    if (mock_verbs.fail_skip > 0) {
+        --mock_verbs.fail_skip;
+    }
     pthread_mutex_unlock(&mock_verbs.lock);
     return &slot->mr;
 

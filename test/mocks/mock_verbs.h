@@ -6,7 +6,8 @@
  * functions (test/mocks/mock_verbs.dynlist): the module, loaded later with
  * dlopen, binds its verbs calls to these. One device, "mock_verbs0", port 1
  * ACTIVE on Ethernet. Memory registrations are recorded with their access
- * flags and can be made to fail; DMA-BUF registration is refused
+ * flags and can be made to fail (the Nth one, with an errno, or at an MR
+ * count limit); DMA-BUF registration is refused
  * (EOPNOTSUPP), so GPU memory of the stand-in CUDA driver takes peermem.
  *
  * See file LICENSE for terms.
@@ -50,6 +51,18 @@ int mock_verbs_find(uintptr_t address, mock_verbs_mr_t *mr_p);
 
 /* The next @a count registrations fail with @a err (errno) */
 void mock_verbs_fail_reg(unsigned count, int err);
+
+/* After @a skip more successful registrations, the next @a count fail with
+ * @a err: "the Nth registration fails" is (N - 1, 1, err) */
+void mock_verbs_fail_reg_after(unsigned skip, unsigned count, int err);
+
+/* The device's MR count limit: a registration while @a max are held fails
+ * with ENOMEM, as at a real NIC's max_mr; 0: only the table's size */
+void mock_verbs_set_max_mrs(unsigned max);
+
+/* Calls of ibv_fork_init, and whether it fails (errno, 0: succeeds) */
+unsigned mock_verbs_fork_init_count(void);
+void mock_verbs_fail_fork_init(int err);
 
 #ifdef __cplusplus
 }

@@ -192,6 +192,21 @@ test_mpi() {
             "$LOG/mpi.out"
 }
 
+# MPI_THREAD_MULTIPLE: four threads per rank exchange at once, each
+# allocating and freeing its buffers (memory hooks on one thread while the
+# others transfer); UCP opens its UCT worker SERIALIZED, which rc_gdr serves.
+test_mpi_threads() {
+    timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 \
+        --mca pml ucx --mca btl ^openib,ofi,uct --mca osc ucx \
+        -x UCX_TLS=rc_gdr,ud_verbs:aux,self -x UCX_LOG_LEVEL=info \
+        "$B/test/apps/mpi_verify" --threads > "$LOG/mpi_threads.out" 2>&1
+    local rc=$?
+    grep -E '^(PASS|FAIL|verification)|rc_gdr:' "$LOG/mpi_threads.out"
+    [ "$rc" = 0 ] && grep -q '^verification: PASSED' "$LOG/mpi_threads.out" &&
+        grep -Eq 'rc_gdr: rxe[01]:1 closed: [1-9][0-9]* work requests' \
+            "$LOG/mpi_threads.out"
+}
+
 # --- Emulated GPU: the stand-in CUDA driver, "GPU" memory is host memory ---
 
 with_emulated_gpu() {
@@ -364,6 +379,7 @@ run_test ucx_info_shows_rc_gdr_config      test_ucx_info_config
 run_test uct_data_all_ops_byte_exact       test_uct_verify data rxe0:1 rxe1:1
 run_test uct_corrupt_addresses_refused     test_uct_verify bad-address rxe0:1
 run_test uct_pending_before_connect_sent   test_uct_verify pending-connect rxe0:1 rxe1:1
+run_test uct_fork_children_leave_registrations test_uct_verify fork rxe0:1 rxe1:1
 run_test uct_contract_regressions         test_uct_contract rxe0:1 rxe1:1
 run_test uct_release_api_through_glue      test_uct_release rxe0:1 rxe1:1
 run_test uct_peer_killed_reported_in_10s   test_peer_death 10
@@ -384,6 +400,7 @@ run_test perftest_ucp_put_bw        perftest_ucp -t ucp_put_bw -s 65536 -n 100
 run_test perftest_ucp_get           perftest_ucp -t ucp_get -s 65536 -n 100
 run_test perftest_ucp_stream_bw     perftest_ucp -t stream_bw -s 65536 -n 100
 run_test mpi_2ranks_p2p_and_rma_verified test_mpi
+run_test mpi_2ranks_thread_multiple_verified test_mpi_threads
 run_test md_memory_types_host_only_without_cuda test_memtypes_host
 run_test md_memory_types_cuda_with_cuda_driver  test_memtypes_cuda
 run_test gpu_emulated_info_dmabuf_refused_peermem_proven test_gpu_info

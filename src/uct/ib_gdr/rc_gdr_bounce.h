@@ -103,7 +103,7 @@ static inline int uct_rc_gdr_bounce_mr_staged(const uct_rc_gdr_md_t *md,
                                     UCT_RC_GDR_DIR_NIC_WRITES_GPU;
 
     return (mr->gpu >= 0) &&
-           ((mr->mr == NULL) ||
+           (!uct_rc_gdr_mr_is_nic(mr) ||
             ((mr->gpu < md->num_gpus) &&
              (md->gpus[mr->gpu].lane[dir] == UCT_RC_GDR_LANE_BOUNCE)));
 }

@@ -403,8 +403,7 @@ ucs_status_t uct_rc_gdr_bounce_zcopy(uct_rc_gdr_ep_t *ep, int is_put,
         local.staged = uct_rc_gdr_bounce_mr_staged(iface->bounce->md, mr,
                                                    is_put);
         local.gpu    = mr->gpu;
-        local.lkey   = (local.staged || (mr->mr == NULL)) ? 0 :
-                       mr->mr->lkey;
+        local.lkey   = local.staged ? 0 : mr->lkey;
     }
 
     status = uct_rc_gdr_bounce_start(bep, is_put, &local, remote_addr, rkey,

@@ -95,17 +95,22 @@ void uct_rc_gdr_bounce_recv_put_data(uct_rc_gdr_bounce_ep_t *bep,
     }
     bep->rx.next_chunk = hdr->chunk + 1;
 
-    /* once refused, the rest of the transfer is dropped without a word */
+    /* once refused, the rest of the transfer is dropped without a word;
+     * the registration is held from the check to the end of the copy, so a
+     * free hook on another thread cannot release the memory in between */
     if (bep->rx.status == UCS_OK) {
-        status = uct_rc_gdr_bounce_target(b, hdr->token, hdr->addr,
-                                          hdr->length, &gpu);
+        status = uct_rc_gdr_md_bounce_target_hold(b->md, hdr->token,
+                                                  hdr->addr, hdr->length,
+                                                  &gpu);
         if (status != UCS_OK) {
             ++iface->stats.bounce_refused;
             bep->rx.status = status;
-        } else if (hdr->length > 0) {
-            bep->rx.status = uct_rc_gdr_bounce_copy_h2d(b, gpu,
-                                                        (void*)hdr->addr,
-                                                        payload, hdr->length);
+        } else {
+            if (hdr->length > 0) {
+                bep->rx.status = uct_rc_gdr_bounce_copy_h2d(
+                        b, gpu, (void*)hdr->addr, payload, hdr->length);
+            }
+            uct_rc_gdr_md_bounce_target_release(b->md);
         }
     }
 

@@ -173,9 +173,7 @@ uct_rc_gdr_ep_rdma_sge(uct_rc_gdr_ep_t *ep, struct ibv_sge *sge,
             *staged_p |= uct_rc_gdr_bounce_mr_staged(uct_rc_gdr_ep_md(ep), mr,
                                                      is_write);
         }
-        if (ucs_likely(mr->mr != NULL)) {
-            sge->lkey = mr->mr->lkey;
-        }
+        sge->lkey = mr->lkey;
     }
     return length;
 }

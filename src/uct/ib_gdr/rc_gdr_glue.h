@@ -134,6 +134,14 @@ extern uct_component_t          uct_rc_gdr_component;
 extern uct_md_ops_t             uct_rc_gdr_md_ops;
 extern uct_iface_internal_ops_t uct_rc_gdr_iface_internal_ops;
 
+/* The thread mode a UCT worker was created with (uct_priv_worker_t, the
+ * same in every supported release so far) */
+static inline ucs_thread_mode_t
+uct_rc_gdr_glue_worker_thread_mode(uct_worker_h worker)
+{
+    return ucs_derived_of(worker, uct_priv_worker_t)->thread_mode;
+}
+
 /* A plain memory pool (no registration): ucs_mpool_init of this release. */
 ucs_status_t uct_rc_gdr_glue_mpool_init(ucs_mpool_t *mp, size_t elem_size,
                                         size_t alignment,

@@ -698,6 +698,21 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
         return UCS_ERR_UNSUPPORTED;
     }
 
+    /* SINGLE and SERIALIZED: one thread at a time in the iface and its
+     * endpoints (UCP's MULTI mode serializes them under the worker lock and
+     * opens its UCT worker SERIALIZED). What other threads do at any time
+     * (free hooks inside cudaFree/munmap, registrations) goes through the
+     * md, which locks. The data path takes no lock, so MULTI is refused,
+     * as by UCX's IB transports. */
+    if (uct_rc_gdr_glue_worker_thread_mode(worker) ==
+        UCS_THREAD_MODE_MULTI) {
+        ucs_error("rc_gdr: a UCT worker of thread mode %s is not supported:"
+                  " serialize the calls (UCS_THREAD_MODE_SERIALIZED, what "
+                  "UCP uses for a multi-threaded worker)",
+                  ucs_thread_mode_names[UCS_THREAD_MODE_MULTI]);
+        return UCS_ERR_UNSUPPORTED;
+    }
+
     if ((config->retry_count > 7) || (config->fc_wnd_size == 0) ||
         (config->fc_wnd_size > UCT_RC_GDR_IMM_CREDITS_MAX) ||
         (config->tx_queue_len == 0) || (config->rx_queue_len == 0) ||

@@ -19,6 +19,7 @@
 #include "rc_gdr_addr.h"
 #include "rc_gdr_cuda.h"
 #include "rc_gdr_flush.h"
+#include "rc_gdr_limits.h"
 #include "rc_gdr_probe.h"
 
 #include <ucm/rc_gdr_ucm.h>
@@ -30,6 +31,7 @@
 #include <ucs/sys/sys.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -80,6 +82,16 @@ ucs_config_field_t uct_rc_gdr_md_config_table[] = {
      "off must use GPUDirect RDMA, else opening the memory domain fails, "
      "naming the failing check.",
      ucs_offsetof(uct_rc_gdr_md_config_t, require), UCS_CONFIG_TYPE_STRING},
+
+    {"FORK_INIT", "try",
+     "Make registered memory fork-safe with ibv_fork_init() (registered "
+     "pages are not shared with a child, so the parent's copy-on-write "
+     "cannot move them away from the NIC): try: a failure is logged at "
+     "debug level (after other registrations it fails; kernels that pin "
+     "fork-safely need none); yes: opening fails then; no: not called. "
+     "Either way a forked child leaves the parent's registrations alone.",
+     ucs_offsetof(uct_rc_gdr_md_config_t, fork_init),
+     UCS_CONFIG_TYPE_TERNARY},
 
     {"RCACHE", "try",
      "Registration cache: keep registrations nobody holds for reuse, where "
@@ -141,12 +153,40 @@ ucs_status_t uct_rc_gdr_md_query_resources(uct_component_t *component,
 }
 
 
+/*
+ * Set in a child of fork(): the registrations, the cache and its lock are
+ * the parent's. The child's own unmaps and frees must neither wait for a
+ * lock held by a parent thread that does not exist in the child (a
+ * deadlock) nor deregister the parent's MRs through the verbs context the
+ * child shares with it.
+ */
+static int uct_rc_gdr_md_forked = 0;
+
+static void uct_rc_gdr_md_atfork_child(void)
+{
+    uct_rc_gdr_md_forked = 1;
+}
+
+static void uct_rc_gdr_md_atfork_register(void)
+{
+    int ret = pthread_atfork(NULL, NULL, uct_rc_gdr_md_atfork_child);
+
+    if (ret != 0) {
+        ucs_warn("rc_gdr: pthread_atfork() failed: %s: a forked child may "
+                 "block in a memory free hook", strerror(ret));
+    }
+}
+
+
 /* Host memory unmapped: its registrations must not serve a later mapping. */
 static void uct_rc_gdr_md_vm_unmapped(ucm_event_type_t event_type,
                                       ucm_event_t *event, void *arg)
 {
     uct_rc_gdr_md_t *md = arg;
 
+    if (ucs_unlikely(uct_rc_gdr_md_forked)) {
+        return;
+    }
     uct_rc_gdr_rcache_invalidate(md->rcache, event->vm_unmapped.address,
                                  event->vm_unmapped.size);
 }
@@ -160,13 +200,70 @@ static void uct_rc_gdr_md_cuda_freed(void *address, size_t length,
 {
     uct_rc_gdr_md_t *md = arg;
 
+    if (ucs_unlikely(uct_rc_gdr_md_forked)) {
+        return;
+    }
     uct_rc_gdr_rcache_invalidate(md->rcache, address, length);
+}
+
+
+/*
+ * Fork safety before the first registration, as UCX's IB md: ibv_fork_init()
+ * keeps registered pages out of children, and a child's hooks stay off the
+ * parent's registrations (uct_rc_gdr_md_forked).
+ */
+static ucs_status_t
+uct_rc_gdr_md_open_fork(uct_rc_gdr_md_t *md,
+                        const uct_rc_gdr_md_config_t *md_config)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    int ret;
+
+    pthread_once(&once, uct_rc_gdr_md_atfork_register);
+    if (md_config->fork_init == UCS_NO) {
+        return UCS_OK;
+    }
+
+    ret = ibv_fork_init();
+    if (ret == 0) {
+        return UCS_OK;
+    }
+
+    if (md_config->fork_init == UCS_YES) {
+        ucs_error("rc_gdr: %s: ibv_fork_init() failed: %s (UCX_RC_GDR_"
+                  "FORK_INIT=yes; it fails once memory was registered before"
+                  " it): set UCX_RC_GDR_FORK_INIT=try to continue", md->name,
+                  strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    ucs_debug("rc_gdr: %s: ibv_fork_init() failed: %s; continuing, fork may "
+              "be unsafe for registered memory", md->name, strerror(ret));
+    return UCS_OK;
 }
 
 
 void uct_rc_gdr_md_close(uct_md_h tl_md)
 {
     uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
+    const uint64_t *fallbacks = md->stats.fallbacks;
+
+    /* What the run's registrations met, in one line: the per-cause
+     * warnings said only the first of each */
+    if ((fallbacks[UCT_RC_GDR_MD_REG_CAUSE_LIMIT] +
+         fallbacks[UCT_RC_GDR_MD_REG_CAUSE_REFUSED] +
+         fallbacks[UCT_RC_GDR_MD_REG_CAUSE_EXPORT] +
+         md->stats.limit_retries) > 0) {
+        ucs_diag("rc_gdr: %s: GPU registrations the NIC refused, carried by "
+                 "the bounce lane: %" PRIu64 " at a resource limit, %" PRIu64
+                 " refused by the mechanism, %" PRIu64 " DMA-BUF export "
+                 "refused; %" PRIu64 " registrations retried after "
+                 "releasing kept ones", md->name,
+                 fallbacks[UCT_RC_GDR_MD_REG_CAUSE_LIMIT],
+                 fallbacks[UCT_RC_GDR_MD_REG_CAUSE_REFUSED],
+                 fallbacks[UCT_RC_GDR_MD_REG_CAUSE_EXPORT],
+                 md->stats.limit_retries);
+    }
 
     if (md->cuda_events) {
         rc_gdr_ucm_cuda_unset_free_handler(uct_rc_gdr_md_cuda_freed, md);
@@ -341,16 +438,53 @@ uct_rc_gdr_md_gpu_mechanism(const uct_rc_gdr_md_gpu_t *gpu,
 }
 
 
-static ucs_status_t uct_rc_gdr_md_reg_dmabuf(uct_rc_gdr_md_t *md,
-                                             uct_rc_gdr_rcache_region_t *region,
-                                             int access, struct ibv_mr **mr_p)
+/* What one failed registration attempt says: the cause and its detail */
+typedef struct uct_rc_gdr_md_reg_error {
+    uct_rc_gdr_md_reg_cause_t cause;
+    char                      what[128];  /* "ibv_reg_mr: Cannot ..." */
+} uct_rc_gdr_md_reg_error_t;
+
+
+static const char *uct_rc_gdr_md_reg_cause_names[] = {
+    [UCT_RC_GDR_MD_REG_CAUSE_LIMIT]   = "at a resource limit",
+    [UCT_RC_GDR_MD_REG_CAUSE_REFUSED] = "refused by the mechanism",
+    [UCT_RC_GDR_MD_REG_CAUSE_EXPORT]  = "DMA-BUF export refused"
+};
+
+
+static void uct_rc_gdr_md_reg_error_set(uct_rc_gdr_md_reg_error_t *error,
+                                        const char *call, int err)
+{
+    error->cause = ((err == ENOMEM) || (err == EAGAIN)) ?
+                   UCT_RC_GDR_MD_REG_CAUSE_LIMIT :
+                   UCT_RC_GDR_MD_REG_CAUSE_REFUSED;
+    ucs_snprintf_zero(error->what, sizeof(error->what), "%s: %s", call,
+                      strerror(err));
+}
+
+
+/* One attempt: a DMA-BUF of the GPU range, or ibv_reg_mr on the address
+ * (host memory, or GPU memory through peermem) */
+static struct ibv_mr *
+uct_rc_gdr_md_reg_attempt(uct_rc_gdr_md_t *md,
+                          uct_rc_gdr_rcache_region_t *region,
+                          uct_rc_gdr_lane_t lane, int access,
+                          uct_rc_gdr_md_reg_error_t *error)
 {
     size_t length = region->end - region->start;
     size_t offset, aligned_len;
     void *aligned_base;
     ucs_status_t status;
     struct ibv_mr *mr;
-    int fd;
+    int fd, err;
+
+    if (lane != UCT_RC_GDR_LANE_GDR_DMABUF) {
+        mr = ibv_reg_mr(md->pd, (void*)region->start, length, access);
+        if (mr == NULL) {
+            uct_rc_gdr_md_reg_error_set(error, "ibv_reg_mr", errno);
+        }
+        return mr;
+    }
 
     /* The page-aligned range is exported; the offset locates the region in
      * it, so an interior address is not registered as its allocation's
@@ -359,24 +493,64 @@ static ucs_status_t uct_rc_gdr_md_reg_dmabuf(uct_rc_gdr_md_t *md,
                                            &fd, &offset, &aligned_base,
                                            &aligned_len);
     if (status != UCS_OK) {
-        ucs_error("rc_gdr: %s: DMA-BUF export of %p..%p failed: %s", md->name,
-                  (void*)region->start, (void*)region->end,
-                  ucs_status_string(status));
-        return status;
+        error->cause = UCT_RC_GDR_MD_REG_CAUSE_EXPORT;
+        ucs_snprintf_zero(error->what, sizeof(error->what),
+                          "DMA-BUF export: %s", ucs_status_string(status));
+        return NULL;
     }
 
-    mr = ibv_reg_dmabuf_mr(md->pd, offset, length, region->start, fd, access);
-    if (mr == NULL) {
-        ucs_error("rc_gdr: %s: ibv_reg_dmabuf_mr(%p, %zu, offset %zu) "
-                  "failed: %m", md->name, (void*)region->start, length,
-                  offset);
-        close(fd);
-        return UCS_ERR_IO_ERROR;
-    }
-
+    mr  = ibv_reg_dmabuf_mr(md->pd, offset, length, region->start, fd,
+                            access);
+    err = errno;
     close(fd);
-    *mr_p = mr;
-    return UCS_OK;
+    if (mr == NULL) {
+        uct_rc_gdr_md_reg_error_set(error, "ibv_reg_dmabuf_mr", err);
+    }
+    return mr;
+}
+
+
+/*
+ * A NIC registration of the region. At a resource limit (the NIC's MR count,
+ * the locked-memory limit, BAR1 space) the registrations nobody holds are
+ * released first and it is tried once more: kept registrations are only an
+ * optimisation, a registration that fails is not.
+ */
+static struct ibv_mr *
+uct_rc_gdr_md_reg_nic(uct_rc_gdr_md_t *md, uct_rc_gdr_rcache_region_t *region,
+                      uct_rc_gdr_lane_t lane, int access,
+                      uct_rc_gdr_md_reg_error_t *error)
+{
+    struct ibv_mr *mr;
+
+    mr = uct_rc_gdr_md_reg_attempt(md, region, lane, access, error);
+    if ((mr != NULL) || (error->cause != UCT_RC_GDR_MD_REG_CAUSE_LIMIT) ||
+        (uct_rc_gdr_rcache_evict_kept(md->rcache) == 0)) {
+        return mr;
+    }
+
+    ++md->stats.limit_retries;
+    ucs_debug("rc_gdr: %s: %s for %p..%p: released the kept registrations, "
+              "trying again", md->name, error->what, (void*)region->start,
+              (void*)region->end);
+    return uct_rc_gdr_md_reg_attempt(md, region, lane, access, error);
+}
+
+
+/* The limits a registration that ran out of resources may have hit */
+static void uct_rc_gdr_md_limits_str(uct_rc_gdr_md_t *md, int gpu, char *buf,
+                                     size_t max)
+{
+    uct_rc_gdr_limit_t memlock;
+    char memlock_str[32];
+
+    uct_rc_gdr_limits_memlock(&memlock);
+    ucs_snprintf_zero(buf, max, "the NIC's MR count (max_mr %d), "
+                      "RLIMIT_MEMLOCK (%s)%s", md->dev_attr.max_mr,
+                      uct_rc_gdr_limits_str(memlock.value, 1, memlock_str,
+                                            sizeof(memlock_str)),
+                      gpu ? " or the GPU's BAR1 space (rc_gdr_info shows "
+                            "these)" : "");
 }
 
 
@@ -434,6 +608,28 @@ ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint32_t token,
                                          uint64_t address, size_t length,
                                          int *gpu_p)
 {
+    ucs_status_t status;
+
+    status = uct_rc_gdr_md_bounce_target_hold(md, token, address, length,
+                                              gpu_p);
+    if (status == UCS_OK) {
+        uct_rc_gdr_md_bounce_target_release(md);
+    }
+    return status;
+}
+
+
+void uct_rc_gdr_md_bounce_target_release(uct_rc_gdr_md_t *md)
+{
+    uct_rc_gdr_rcache_unlock(md->rcache);
+}
+
+
+ucs_status_t uct_rc_gdr_md_bounce_target_hold(uct_rc_gdr_md_t *md,
+                                              uint32_t token,
+                                              uint64_t address, size_t length,
+                                              int *gpu_p)
+{
     const char *why                    = "an unknown";
     uct_rc_gdr_rcache_region_t *region = NULL;
     ucs_status_t status                = UCS_ERR_INVALID_ADDR;
@@ -472,8 +668,10 @@ ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint32_t token,
         } else if (!inside) {
             why = "bytes outside the registration of its";
         } else {
+            /* Held: a free hook on another thread waits until the caller
+             * has touched the memory and released it */
             *gpu_p = gdr_mr->gpu;
-            status = UCS_OK;
+            return UCS_OK;
         }
     }
 
@@ -489,15 +687,65 @@ out_unlock:
 }
 
 
+/*
+ * The NIC refused a GPU registration the gate allowed: the bounce lane
+ * carries the memory where it may (gdr_mr left without a NIC key), else the
+ * registration fails, naming the cause. One line per cause says so; later
+ * ones are counted (md stats), not logged.
+ */
+static ucs_status_t
+uct_rc_gdr_md_reg_gpu_failed(uct_rc_gdr_md_t *md,
+                             uct_rc_gdr_rcache_region_t *region,
+                             uct_rc_gdr_mr_t *gdr_mr,
+                             const uct_rc_gdr_md_reg_error_t *error)
+{
+    const char *cause = uct_rc_gdr_md_reg_cause_names[error->cause];
+    char limits[192]  = "";
+
+    if (error->cause == UCT_RC_GDR_MD_REG_CAUSE_LIMIT) {
+        uct_rc_gdr_md_limits_str(md, 1, limits, sizeof(limits));
+    }
+
+    if (!md->bounce_fallback) {
+        ucs_error("rc_gdr: %s: %s registration of GPU%d memory %p..%p "
+                  "failed, %s (%s%s%s); the bounce lane is not allowed "
+                  "(%s, %s)", md->name,
+                  uct_rc_gdr_gate_lane_name(gdr_mr->lane), gdr_mr->gpu,
+                  (void*)region->start, (void*)region->end, cause,
+                  error->what, (limits[0] != '\0') ? ": " : "", limits,
+                  UCT_RC_GDR_KNOB_BOUNCE, UCT_RC_GDR_KNOB_REQUIRE);
+        return (error->cause == UCT_RC_GDR_MD_REG_CAUSE_LIMIT) ?
+               UCS_ERR_NO_MEMORY : UCS_ERR_IO_ERROR;
+    }
+
+    ++md->stats.fallbacks[error->cause];
+    if (!(md->causes_logged & UCS_BIT(error->cause))) {
+        md->causes_logged |= UCS_BIT(error->cause);
+        ucs_warn("rc_gdr: %s: %s registration of GPU%d memory %p..%p "
+                 "failed, %s (%s%s%s): the bounce lane carries it; further "
+                 "registrations failing so are counted, not logged", md->name,
+                 uct_rc_gdr_gate_lane_name(gdr_mr->lane), gdr_mr->gpu,
+                 (void*)region->start, (void*)region->end, cause,
+                 error->what, (limits[0] != '\0') ? ": " : "", limits);
+    } else {
+        ucs_debug("rc_gdr: %s: GPU%d memory %p..%p: %s (%s), bounce lane",
+                  md->name, gdr_mr->gpu, (void*)region->start,
+                  (void*)region->end, cause, error->what);
+    }
+    gdr_mr->mr = NULL;
+    return UCS_OK;
+}
+
+
 static ucs_status_t
 uct_rc_gdr_md_region_reg_gpu(uct_rc_gdr_md_t *md,
                              uct_rc_gdr_rcache_region_t *region,
                              uct_rc_gdr_mr_t *gdr_mr)
 {
+    uct_rc_gdr_md_reg_error_t error;
     uct_rc_gdr_cuda_mem_info_t info;
     const uct_rc_gdr_md_gpu_t *gpu;
     ucs_status_t status;
-    struct ibv_mr *mr;
     int access;
 
     status = uct_rc_gdr_cuda_mem_query((void*)region->start,
@@ -516,6 +764,7 @@ uct_rc_gdr_md_region_reg_gpu(uct_rc_gdr_md_t *md,
     gdr_mr->gpu     = info.device_ordinal;
     gdr_mr->lane    = uct_rc_gdr_md_gpu_mechanism(gpu, info.kind);
     gdr_mr->mr      = NULL;
+    gdr_mr->lkey    = 0;
     gdr_mr->token   = 0;
     gdr_mr->rkey_flags = UCT_RC_GDR_RKEY_FLAG_GPU |
                          (gpu->flush_read ? UCT_RC_GDR_RKEY_FLAG_FLUSH_READ :
@@ -526,35 +775,33 @@ uct_rc_gdr_md_region_reg_gpu(uct_rc_gdr_md_t *md,
      * in order with them (CU_POINTER_ATTRIBUTE_SYNC_MEMOPS). */
     uct_rc_gdr_cuda_set_sync_memops((void*)region->start);
 
-    switch (gdr_mr->lane) {
-    case UCT_RC_GDR_LANE_GDR_DMABUF:
-        status = uct_rc_gdr_md_reg_dmabuf(md, region, access, &gdr_mr->mr);
-        if (status != UCS_OK) {
-            return status;
+    if (UCT_RC_GDR_LANE_IS_GDR(gdr_mr->lane)) {
+        gdr_mr->mr = uct_rc_gdr_md_reg_nic(md, region, gdr_mr->lane, access,
+                                           &error);
+        if (gdr_mr->mr == NULL) {
+            status = uct_rc_gdr_md_reg_gpu_failed(md, region, gdr_mr,
+                                                  &error);
+            if (status != UCS_OK) {
+                return status;
+            }
+        } else if (gdr_mr->lane == UCT_RC_GDR_LANE_GDR_DMABUF) {
+            ++md->stats.dmabuf_regs;
+        } else {
+            ++md->stats.peermem_regs;
         }
-        ++md->stats.dmabuf_regs;
-        break;
-    case UCT_RC_GDR_LANE_GDR_PEERMEM:
-        mr = ibv_reg_mr(md->pd, (void*)region->start,
-                        region->end - region->start, access);
-        if (mr == NULL) {
-            ucs_error("rc_gdr: %s: ibv_reg_mr of GPU memory %p..%p failed: "
-                      "%m", md->name, (void*)region->start,
-                      (void*)region->end);
-            return UCS_ERR_IO_ERROR;
-        }
-        gdr_mr->mr = mr;
-        ++md->stats.peermem_regs;
-        break;
-    default:
+    }
+
+    if (gdr_mr->mr == NULL) {
         /* A bounce registration succeeds without a NIC key, and says so in
          * its rkey: the bounce lane moves this memory. Each registration of
          * it gets a token of its own (uct_rc_gdr_md_mem_reg). */
+        gdr_mr->lane       = UCT_RC_GDR_LANE_BOUNCE;
         gdr_mr->registered = 1;
         ++md->stats.bounce_regs;
         return UCS_OK;
     }
 
+    gdr_mr->lkey = gdr_mr->mr->lkey;
     gdr_mr->rkey_flags |= UCT_RC_GDR_RKEY_FLAG_NIC;
     if (!UCT_RC_GDR_LANE_IS_GDR(gpu->lane[UCT_RC_GDR_DIR_NIC_READS_GPU])) {
         gdr_mr->rkey_flags |= UCT_RC_GDR_RKEY_FLAG_NO_READ;
@@ -587,6 +834,8 @@ uct_rc_gdr_md_region_reg(void *arg, uct_rc_gdr_rcache_region_t *region)
 {
     uct_rc_gdr_md_t *md     = arg;
     uct_rc_gdr_mr_t *gdr_mr = uct_rc_gdr_rcache_region_priv(region);
+    char limits[192]        = "";
+    uct_rc_gdr_md_reg_error_t error;
 
     if (region->mem_type != UCS_MEMORY_TYPE_HOST) {
         return uct_rc_gdr_md_region_reg_gpu(md, region, gdr_mr);
@@ -594,13 +843,20 @@ uct_rc_gdr_md_region_reg(void *arg, uct_rc_gdr_rcache_region_t *region)
 
     /* The access the registration asked for (uct_rc_gdr_md_host_access):
      * a get needing more registers anew */
-    gdr_mr->mr = ibv_reg_mr(md->pd, (void*)region->start,
-                            region->end - region->start, region->access);
+    gdr_mr->mr = uct_rc_gdr_md_reg_nic(md, region,
+                                       UCT_RC_GDR_LANE_GDR_PEERMEM,
+                                       region->access, &error);
     if (gdr_mr->mr == NULL) {
-        ucs_error("rc_gdr: %s: ibv_reg_mr(%p, %zu, access 0x%x) failed: %m",
-                  md->name, (void*)region->start, region->end - region->start,
-                  region->access);
-        return (errno == ENOMEM) ? UCS_ERR_NO_MEMORY : UCS_ERR_IO_ERROR;
+        if (error.cause == UCT_RC_GDR_MD_REG_CAUSE_LIMIT) {
+            uct_rc_gdr_md_limits_str(md, 0, limits, sizeof(limits));
+        }
+        ucs_error("rc_gdr: %s: registration of %p..%p (access 0x%x) failed, "
+                  "%s (%s%s%s)", md->name, (void*)region->start,
+                  (void*)region->end, region->access,
+                  uct_rc_gdr_md_reg_cause_names[error.cause], error.what,
+                  (limits[0] != '\0') ? ": " : "", limits);
+        return (error.cause == UCT_RC_GDR_MD_REG_CAUSE_LIMIT) ?
+               UCS_ERR_NO_MEMORY : UCS_ERR_IO_ERROR;
     }
 
     /* What the NIC refuses, peers are told not to try: the flush read
@@ -612,6 +868,7 @@ uct_rc_gdr_md_region_reg(void *arg, uct_rc_gdr_rcache_region_t *region)
     if (!(region->access & IBV_ACCESS_REMOTE_WRITE)) {
         gdr_mr->rkey_flags |= UCT_RC_GDR_RKEY_FLAG_NO_WRITE;
     }
+    gdr_mr->lkey       = gdr_mr->mr->lkey;
     gdr_mr->lane       = UCT_RC_GDR_LANE_GDR_PEERMEM; /* direct NIC access */
     gdr_mr->gpu        = -1;
     gdr_mr->token      = 0;
@@ -1077,8 +1334,10 @@ uct_rc_gdr_md_open_gpus(uct_rc_gdr_md_t *md,
         }
     }
 
-    md->num_gpus = count;
-    status       = UCS_OK;
+    md->num_gpus        = count;
+    md->bounce_fallback = gate_config.bounce &&
+                          (gate_config.require != UCT_RC_GDR_REQUIRE_GDR);
+    status              = UCS_OK;
 
 out:
     ucs_free(result);
@@ -1213,6 +1472,11 @@ ucs_status_t uct_rc_gdr_md_open(uct_component_t *component,
     md->next_token      = (uint32_t)ucs_generate_uuid((uintptr_t)md);
     kh_init_inplace(uct_rc_gdr_token, &md->tokens);
     ucs_strncpy_zero(md->name, md_name, sizeof(md->name));
+
+    status = uct_rc_gdr_md_open_fork(md, md_config);
+    if (status != UCS_OK) {
+        goto err_free_md;
+    }
 
     devices = ibv_get_device_list(&num_devices);
     if (devices == NULL) {

@@ -7,6 +7,7 @@
 #define UCT_RC_GDR_MD_H_
 
 #include "rc_gdr_glue.h"
+#include "rc_gdr_addr.h"
 #include "rc_gdr_gate.h"
 #include "rc_gdr_rcache.h"
 
@@ -29,17 +30,28 @@ typedef struct uct_rc_gdr_md_config {
     char            *bounce;
     char            *require;
     /* The registration cache */
+    int             fork_init;      /* ucs_ternary_auto_value_t */
     int             rcache;         /* ucs_ternary_auto_value_t */
     size_t          rcache_max_size;
     unsigned long   rcache_max_regions;
 } uct_rc_gdr_md_config_t;
 
 
-/* What the cache keeps per region, after the region header. */
+/*
+ * What the cache keeps per region, after the region header. Free hooks run
+ * on any thread and release the NIC registration under the cache lock; the
+ * data path reads without it, so what it reads (lkey, rkey_flags, lane, gpu)
+ * is written once, before the region's first handle is given out, and never
+ * changed: a handle used after its memory was freed posts a stale key (a
+ * completion error), never reads a released ibv_mr.
+ */
 typedef struct uct_rc_gdr_mr {
     struct ibv_mr     *mr;          /* NULL: a bounce registration, no NIC
-                                       key: the bounce lane moves its data */
-    uint8_t           rkey_flags;   /* UCT_RC_GDR_RKEY_FLAG_xx */
+                                       key: the bounce lane moves its data.
+                                       Under the cache lock only */
+    uint32_t          lkey;         /* mr->lkey, 0 without a NIC key */
+    uint8_t           rkey_flags;   /* UCT_RC_GDR_RKEY_FLAG_xx; FLAG_NIC:
+                                       registered with the NIC */
     uint8_t           lane;         /* uct_rc_gdr_lane_t; host memory: GDR */
     int8_t            gpu;          /* CUDA ordinal, -1 for host memory */
     uint8_t           registered;   /* 0 once released (memory freed) */
@@ -71,6 +83,19 @@ typedef struct uct_rc_gdr_md_gpu {
 } uct_rc_gdr_md_gpu_t;
 
 
+/* Why the NIC refused to register memory at run time */
+typedef enum {
+    /* ENOMEM, EAGAIN: the NIC's MR count, the locked-memory limit or the
+       GPU's BAR1 space ran out */
+    UCT_RC_GDR_MD_REG_CAUSE_LIMIT,
+    /* The mechanism refused this allocation (EFAULT, EINVAL, EPERM, ...) */
+    UCT_RC_GDR_MD_REG_CAUSE_REFUSED,
+    /* The CUDA driver did not export it as a DMA-BUF */
+    UCT_RC_GDR_MD_REG_CAUSE_EXPORT,
+    UCT_RC_GDR_MD_REG_CAUSE_LAST
+} uct_rc_gdr_md_reg_cause_t;
+
+
 /* Counters, for tests and diagnostics (uct_rc_gdr_md_stats_query). */
 typedef struct uct_rc_gdr_md_stats {
     uint64_t          size;         /* sizeof(uct_rc_gdr_md_stats_t) */
@@ -90,6 +115,11 @@ typedef struct uct_rc_gdr_md_stats {
     uint64_t          deregs;       /* registrations released */
     uint64_t          host_cache;   /* UCT_RC_GDR_RCACHE_GET_FLAG_xx of */
     uint64_t          gpu_cache;    /* host and of GPU memory */
+    /* GPU registrations the NIC refused at run time, served by the bounce
+     * lane instead, by cause (uct_rc_gdr_md_reg_cause_t) */
+    uint64_t          fallbacks[UCT_RC_GDR_MD_REG_CAUSE_LAST];
+    uint64_t          limit_retries; /* registrations tried again after the
+                                        kept ones were released at a limit */
 } uct_rc_gdr_md_stats_t;
 
 
@@ -109,6 +139,10 @@ typedef struct uct_rc_gdr_md {
     int                       num_gpus;    /* 0: no CUDA driver or GPU */
     uct_rc_gdr_md_gpu_t       *gpus;       /* by CUDA ordinal */
     int                       emulated_gpu;
+    /* A GPU registration the NIC refuses at run time falls back to the
+     * bounce lane (UCX_RC_GDR_BOUNCE allows it, REQUIRE is not gdr) */
+    int                       bounce_fallback;
+    unsigned                  causes_logged; /* UCS_BIT(cause): said once */
     uct_rc_gdr_md_stats_t     stats;
     /* What a peer's bounce-lane request may name, by token; served only
      * inside the bytes registered. Under the cache lock, which every
@@ -132,9 +166,15 @@ static inline uct_rc_gdr_mr_t *uct_rc_gdr_memh_mr(uct_mem_h memh)
 
 static inline uint32_t uct_rc_gdr_memh_lkey(uct_mem_h memh)
 {
-    struct ibv_mr *mr = uct_rc_gdr_memh_mr(memh)->mr;
+    return uct_rc_gdr_memh_mr(memh)->lkey;
+}
 
-    return (mr == NULL) ? 0 : mr->lkey;
+
+/* Whether the NIC holds a registration of the memory (lock-free: see
+ * uct_rc_gdr_mr_t) */
+static inline int uct_rc_gdr_mr_is_nic(const uct_rc_gdr_mr_t *mr)
+{
+    return !!(mr->rkey_flags & UCT_RC_GDR_RKEY_FLAG_NIC);
 }
 
 
@@ -155,6 +195,20 @@ ucs_status_t uct_rc_gdr_md_reg_internal(uct_rc_gdr_md_t *md, void *address,
 ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint32_t token,
                                          uint64_t address, size_t length,
                                          int *gpu_p);
+
+/**
+ * As uct_rc_gdr_md_bounce_target(), but on success the registration is held
+ * until uct_rc_gdr_md_bounce_target_release(): a free hook running on
+ * another thread (cudaFree, munmap) waits meanwhile, so the memory cannot
+ * go between the check and the copy into or out of it. Hold it only for a
+ * synchronous copy; on failure nothing is held.
+ */
+ucs_status_t uct_rc_gdr_md_bounce_target_hold(uct_rc_gdr_md_t *md,
+                                              uint32_t token,
+                                              uint64_t address, size_t length,
+                                              int *gpu_p);
+
+void uct_rc_gdr_md_bounce_target_release(uct_rc_gdr_md_t *md);
 
 /* Exported for tests: the counters of an rc_gdr md. */
 ucs_status_t uct_rc_gdr_md_stats_query(uct_md_h md,

@@ -860,11 +860,12 @@ static void uct_rc_gdr_rcache_region_destroy(uct_rc_gdr_rcache_t *rcache,
  * more than max_regions regions or max_size bytes. Each leaves the tree
  * before its mem_dereg, which may re-enter.
  */
-static void uct_rc_gdr_rcache_trim_to(uct_rc_gdr_rcache_t *rcache,
-                                      unsigned long max_regions,
-                                      size_t max_size)
+static unsigned long uct_rc_gdr_rcache_trim_to(uct_rc_gdr_rcache_t *rcache,
+                                               unsigned long max_regions,
+                                               size_t max_size)
 {
     uct_rc_gdr_rcache_region_t *region;
+    unsigned long count = 0;
 
     while (((rcache->stats.entries > max_regions) ||
             (rcache->stats.size > max_size)) &&
@@ -878,7 +879,9 @@ static void uct_rc_gdr_rcache_trim_to(uct_rc_gdr_rcache_t *rcache,
                   UCT_RC_GDR_RCACHE_REGION_ARG(region),
                   rcache->stats.entries, rcache->stats.size);
         uct_rc_gdr_rcache_region_destroy(rcache, region);
+        ++count;
     }
+    return count;
 }
 
 
@@ -913,9 +916,7 @@ static void uct_rc_gdr_rcache_before_fork(void)
 
     pthread_mutex_lock(&uct_rc_gdr_rcache_fork.lock);
     ucs_list_for_each(rcache, &uct_rc_gdr_rcache_fork.caches, fork_list) {
-        uct_rc_gdr_rcache_lock(rcache);
-        uct_rc_gdr_rcache_trim_to(rcache, 0, 0);
-        uct_rc_gdr_rcache_unlock(rcache);
+        uct_rc_gdr_rcache_evict_kept(rcache);
     }
     pthread_mutex_unlock(&uct_rc_gdr_rcache_fork.lock);
 }

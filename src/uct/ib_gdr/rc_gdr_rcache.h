@@ -192,6 +192,15 @@ void uct_rc_gdr_rcache_invalidate(uct_rc_gdr_rcache_t *rcache, void *address,
                                   size_t length);
 
 
+/*
+ * Release every kept region nobody holds, now: for an owner whose
+ * registration failed at a resource limit (the NIC's MR count, locked
+ * memory), before it tries once more. May be called from ops->mem_reg (the
+ * region being registered is not kept). Returns how many were released.
+ */
+unsigned long uct_rc_gdr_rcache_evict_kept(uct_rc_gdr_rcache_t *rcache);
+
+
 void uct_rc_gdr_rcache_stats(uct_rc_gdr_rcache_t *rcache,
                              uct_rc_gdr_rcache_stats_t *stats);
 
