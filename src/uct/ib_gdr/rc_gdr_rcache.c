@@ -891,6 +891,18 @@ static void uct_rc_gdr_rcache_trim(uct_rc_gdr_rcache_t *rcache)
 }
 
 
+/* Release every region only kept (at a resource limit, before fork()) */
+unsigned long uct_rc_gdr_rcache_evict_kept(uct_rc_gdr_rcache_t *rcache)
+{
+    unsigned long count;
+
+    uct_rc_gdr_rcache_lock(rcache);
+    count = uct_rc_gdr_rcache_trim_to(rcache, 0, 0);
+    uct_rc_gdr_rcache_unlock(rcache);
+    return count;
+}
+
+
 /*
  * Before fork() every cache releases the regions it only keeps. A NIC
  * registration marks its pages MADV_DONTFORK (where verbs' fork support is
