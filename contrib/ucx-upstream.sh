@@ -83,7 +83,10 @@ OPTIONS="--enable-devel-headers --enable-mt --with-verbs --with-rdmacm
          --without-mlx5 --without-mlx5-dv --disable-test-apps
          --disable-static"
 if [ "$CUDA" = 1 ]; then
-    OPTIONS="$OPTIONS --with-cuda=$CUDA_HOME"
+    # UCX 1.22's device-side kernels (perftest's CUDA kernels, GDAKI) need
+    # DOCA GPUNetIO headers, a git submodule that a release archive lacks,
+    # and rc_gdr uses none of them: without nvcc configure leaves them out.
+    OPTIONS="$OPTIONS --with-cuda=$CUDA_HOME NVCC=/bin/false"
 else
     OPTIONS="$OPTIONS --without-cuda"
 fi
