@@ -279,6 +279,28 @@ uct_rc_gdr_rcache_unlock_inline(uct_rc_gdr_rcache_t *rcache)
     }
 }
 
+/* The lock if it is free or ours, without waiting; 1 when taken */
+static int uct_rc_gdr_rcache_trylock(uct_rc_gdr_rcache_t *rcache)
+{
+    void *self = uct_rc_gdr_rcache_thread_self();
+    int value  = 0;
+
+    if ((__atomic_load_n(&rcache->lock_depth, __ATOMIC_RELAXED) > 0) &&
+        (__atomic_load_n(&rcache->lock_owner, __ATOMIC_RELAXED) == self)) {
+        __atomic_store_n(&rcache->lock_depth, rcache->lock_depth + 1,
+                         __ATOMIC_RELAXED);
+        return 1;
+    }
+
+    if (!__atomic_compare_exchange_n(&rcache->lock, &value, 1, 0,
+                                     __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+        return 0;
+    }
+    __atomic_store_n(&rcache->lock_owner, self, __ATOMIC_RELAXED);
+    __atomic_store_n(&rcache->lock_depth, 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
 void uct_rc_gdr_rcache_lock(uct_rc_gdr_rcache_t *rcache)
 {
     uct_rc_gdr_rcache_lock_inline(rcache);
@@ -928,7 +950,15 @@ static void uct_rc_gdr_rcache_before_fork(void)
 
     pthread_mutex_lock(&uct_rc_gdr_rcache_fork.lock);
     ucs_list_for_each(rcache, &uct_rc_gdr_rcache_fork.caches, fork_list) {
-        uct_rc_gdr_rcache_evict_kept(rcache);
+        /* Never wait here: a thread that holds the cache may be waiting for
+         * this fork to return. Its kept registrations then stay. */
+        if (!uct_rc_gdr_rcache_trylock(rcache)) {
+            ucs_debug("rcache %s: busy at fork(): kept registrations stay",
+                      rcache->name);
+            continue;
+        }
+        uct_rc_gdr_rcache_trim_to(rcache, 0, 0);
+        uct_rc_gdr_rcache_unlock(rcache);
     }
     pthread_mutex_unlock(&uct_rc_gdr_rcache_fork.lock);
 }
