@@ -42,7 +42,8 @@ const unsigned CACHE_RETAIN = 2; /* UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN */
 typedef ucs_status_t (*stats_query_func_t)(uct_md_h md, md_stats_t *stats);
 typedef ucs_status_t (*bounce_target_func_t)(uct_md_h md, uint32_t token,
                                              uint64_t address, size_t length,
-                                             int *gpu_p);
+                                             uint64_t expect_stamp, int *gpu_p,
+                                             uint64_t *stamp_p);
 typedef ucs_status_t (*reg_internal_func_t)(uct_md_h md, void *address,
                                             size_t length, struct ibv_mr **mr_p);
 
@@ -202,12 +203,16 @@ protected:
     }
 
     ucs_status_t bounce_target(uint32_t token, const void *address,
-                               size_t length)
+                               size_t length, uint64_t expect_stamp = 0,
+                               uint64_t *stamp_p = NULL)
     {
-        int gpu = -2;
+        uint64_t stamp = 0;
+        int gpu        = -2;
 
         return the_module().bounce_target(m_md, token, (uintptr_t)address,
-                                          length, &gpu);
+                                          length, expect_stamp, &gpu,
+                                          (stamp_p == NULL) ? &stamp :
+                                                              stamp_p);
     }
 
     /* Page-aligned host memory of its own mapping */
@@ -441,6 +446,71 @@ TEST_F(md, bounce_target_exact_bytes) {
 
     dereg(whole);
     dereg(small);
+    close();
+    uct_rc_gdr_cuda_mem_free(gpu);
+}
+
+/*
+ * Tokens are drawn at random, not counted: a peer holding some cannot name
+ * the next registration's; and a transfer served over time re-checks each
+ * part against the registration its first check found (its stamp): after
+ * deregistration, or for a token issued again, it is refused.
+ */
+TEST_F(md, bounce_tokens_random_and_bound_to_registration) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    set("REG_METHODS", "dmabuf");
+    ASSERT_EQ(UCS_OK, open());
+
+    const int count    = 16;
+    const size_t alloc = 64 * 1024;
+    char *gpu          = (char*)gpu_alloc(1, alloc);
+    ASSERT_TRUE(gpu != NULL);
+
+    std::vector<uct_mem_h> memhs;
+    std::vector<uint32_t> tokens;
+    for (int i = 0; i < count; ++i) {
+        memhs.push_back(reg(gpu + i * 256, 256));
+        tokens.push_back(rkey(memhs.back()).rkey);
+    }
+
+    /* 16 draws of 32 bits: no two neighbours a small step apart (a counter
+     * gives 15 steps of 1; chance of one such step at random ~ 2^-20) */
+    int small_steps = 0;
+    for (int i = 1; i < count; ++i) {
+        small_steps += ((uint32_t)(tokens[i] - tokens[i - 1]) < 4096) ||
+                       ((uint32_t)(tokens[i - 1] - tokens[i]) < 4096);
+    }
+    EXPECT_EQ(0, small_steps);
+
+    uint64_t stamp = 0, stamp2 = 0;
+    EXPECT_EQ(UCS_OK, bounce_target(tokens[0], gpu, 256, 0, &stamp));
+    EXPECT_NE(0u, stamp);
+    EXPECT_EQ(UCS_OK, bounce_target(tokens[0], gpu + 128, 128, stamp));
+    EXPECT_EQ(UCS_OK, bounce_target(tokens[1], gpu + 256, 1, 0, &stamp2));
+    EXPECT_NE(stamp, stamp2);
+    {
+        log_capture capture;
+
+        /* another registration's stamp: not the one this part belongs to */
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                  bounce_target(tokens[0], gpu, 1, stamp2));
+        EXPECT_TRUE(contains(captured_log, "reissued"));
+    }
+
+    dereg(memhs[0]);
+    {
+        log_capture capture;
+
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                  bounce_target(tokens[0], gpu + 128, 128, stamp));
+    }
+
+    for (int i = 1; i < count; ++i) {
+        dereg(memhs[i]);
+    }
     close();
     uct_rc_gdr_cuda_mem_free(gpu);
 }

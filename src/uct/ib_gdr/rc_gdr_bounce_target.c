@@ -24,9 +24,36 @@
  * (checked by the md). Nothing is touched before this passed. */
 static ucs_status_t uct_rc_gdr_bounce_target(uct_rc_gdr_bounce_iface_t *b,
                                              uint32_t token, uint64_t address,
-                                             uint64_t length, int *gpu_p)
+                                             uint64_t length, int *gpu_p,
+                                             uint64_t *stamp_p)
 {
-    return uct_rc_gdr_md_bounce_target(b->md, token, address, length, gpu_p);
+    return uct_rc_gdr_md_bounce_target(b->md, token, address, length, 0,
+                                       gpu_p, stamp_p);
+}
+
+
+/* Each chunk of a served get, after its copy and before it is sent: the
+ * registration the request named is still the one alive, and the chunk in
+ * its bytes. Memory freed (or deregistered) meanwhile stops the get: the
+ * peer gets an error, never the bytes of whatever lives there now. */
+ucs_status_t uct_rc_gdr_bounce_serve_check(uct_rc_gdr_bounce_xfer_t *xfer,
+                                           size_t offset, size_t length)
+{
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_bounce_ep_iface(xfer->bep);
+    uint64_t stamp;
+    int gpu;
+
+    if ((uct_rc_gdr_md_bounce_target(iface->bounce->md, xfer->token,
+                                     (uintptr_t)xfer->local + offset, length,
+                                     xfer->stamp, &gpu, &stamp) == UCS_OK) &&
+        (gpu == xfer->gpu)) {
+        return UCS_OK;
+    }
+
+    ++iface->stats.bounce_revoked;
+    ucs_debug("rc_gdr: bounce get %u served from %p: the registration went "
+              "away at offset %zu: stopped", xfer->id, xfer->local, offset);
+    return UCS_ERR_INVALID_ADDR;
 }
 
 
@@ -73,6 +100,7 @@ void uct_rc_gdr_bounce_recv_put_data(uct_rc_gdr_bounce_ep_t *bep,
     uct_rc_gdr_iface_t *iface    = uct_rc_gdr_bounce_ep_iface(bep);
     uct_rc_gdr_bounce_iface_t *b = iface->bounce;
     ucs_status_t status;
+    uint64_t stamp;
     int gpu;
 
     if ((hdr->chunk == 0) || !bep->rx.active ||
@@ -98,7 +126,7 @@ void uct_rc_gdr_bounce_recv_put_data(uct_rc_gdr_bounce_ep_t *bep,
     /* once refused, the rest of the transfer is dropped without a word */
     if (bep->rx.status == UCS_OK) {
         status = uct_rc_gdr_bounce_target(b, hdr->token, hdr->addr,
-                                          hdr->length, &gpu);
+                                          hdr->length, &gpu, &stamp);
         if (status != UCS_OK) {
             ++iface->stats.bounce_refused;
             bep->rx.status = status;
@@ -123,6 +151,7 @@ void uct_rc_gdr_bounce_recv_get_req(uct_rc_gdr_bounce_ep_t *bep,
     uct_rc_gdr_bounce_iface_t *b = iface->bounce;
     uct_rc_gdr_bounce_xfer_t *xfer;
     ucs_status_t status;
+    uint64_t stamp;
     int gpu;
 
     if ((hdr->length == 0) ||
@@ -138,7 +167,7 @@ void uct_rc_gdr_bounce_recv_get_req(uct_rc_gdr_bounce_ep_t *bep,
     }
 
     status = uct_rc_gdr_bounce_target(b, hdr->token, hdr->addr, hdr->length,
-                                      &gpu);
+                                      &gpu, &stamp);
     if (status != UCS_OK) {
         ++iface->stats.bounce_refused;
         uct_rc_gdr_bounce_send_ack(bep, hdr->xfer_id, status);
@@ -159,6 +188,8 @@ void uct_rc_gdr_bounce_recv_get_req(uct_rc_gdr_bounce_ep_t *bep,
     xfer->status = UCS_OK;
     xfer->local  = (char*)hdr->addr;
     xfer->length = hdr->length;
+    xfer->token  = hdr->token;
+    xfer->stamp  = stamp;
     ++bep->num_served;
     ucs_list_add_tail(&bep->pending_gets, &xfer->list);
     if (ucs_list_is_only(&bep->pending_gets, &xfer->list)) {

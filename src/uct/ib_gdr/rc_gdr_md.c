@@ -31,6 +31,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 
@@ -380,6 +381,19 @@ static ucs_status_t uct_rc_gdr_md_reg_dmabuf(uct_rc_gdr_md_t *md,
 }
 
 
+/* 32 random bits from the kernel's generator (getrandom), or, should it
+ * fail, from UCS's uuid (time, pid, address: not a counter either) */
+static uint32_t uct_rc_gdr_md_token_random(void)
+{
+    uint32_t value;
+
+    if (getrandom(&value, sizeof(value), GRND_NONBLOCK) == sizeof(value)) {
+        return value;
+    }
+    return (uint32_t)(ucs_generate_uuid((uintptr_t)&value) >> 16);
+}
+
+
 /*
  * Makes registered bytes reachable by peers' bounce-lane messages, under the
  * cache lock. @a token 0: a fresh one for the registration @a handle (a
@@ -396,8 +410,10 @@ static ucs_status_t uct_rc_gdr_md_token_add(uct_rc_gdr_md_t *md,
     int ret;
 
     if (token == 0) {
+        /* Drawn at random, not counted: a peer cannot guess another
+         * registration's token from its own */
         do {
-            token = ++md->next_token;
+            token = uct_rc_gdr_md_token_random();
         } while ((token == 0) ||
                  (kh_get(uct_rc_gdr_token, &md->tokens, token) !=
                   kh_end(&md->tokens)));
@@ -415,6 +431,7 @@ static ucs_status_t uct_rc_gdr_md_token_add(uct_rc_gdr_md_t *md,
 
     kh_value(&md->tokens, iter).handle = handle;
     kh_value(&md->tokens, iter).region = region;
+    kh_value(&md->tokens, iter).stamp  = ++md->next_stamp;
     *token_p                           = token;
     return UCS_OK;
 }
@@ -432,7 +449,8 @@ static void uct_rc_gdr_md_token_del(uct_rc_gdr_md_t *md, uint32_t token)
 
 ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint32_t token,
                                          uint64_t address, size_t length,
-                                         int *gpu_p)
+                                         uint64_t expect_stamp, int *gpu_p,
+                                         uint64_t *stamp_p)
 {
     const char *why                    = "an unknown";
     uct_rc_gdr_rcache_region_t *region = NULL;
@@ -453,6 +471,11 @@ ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint32_t token,
      * share pages, and a containing region serves registrations of other
      * bytes too */
     target = kh_value(&md->tokens, iter);
+    if ((expect_stamp != 0) && (target.stamp != expect_stamp)) {
+        why = "a reissued";
+        goto out_unlock;
+    }
+
     if (target.handle != 0) {
         ref    = uct_rc_gdr_rcache_handle_check(md->rcache, target.handle);
         region = (ref == NULL) ? NULL : ref->region;
@@ -472,8 +495,9 @@ ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint32_t token,
         } else if (!inside) {
             why = "bytes outside the registration of its";
         } else {
-            *gpu_p = gdr_mr->gpu;
-            status = UCS_OK;
+            *gpu_p   = gdr_mr->gpu;
+            *stamp_p = target.stamp;
+            status   = UCS_OK;
         }
     }
 
@@ -1172,7 +1196,7 @@ ucs_status_t uct_rc_gdr_md_open(uct_component_t *component,
     md->super.ops       = &uct_rc_gdr_md_ops;
     md->super.component = &uct_rc_gdr_component;
     md->stats.size      = sizeof(md->stats);
-    md->next_token      = (uint32_t)ucs_generate_uuid((uintptr_t)md);
+    md->next_stamp      = 0;
     kh_init_inplace(uct_rc_gdr_token, &md->tokens);
     ucs_strncpy_zero(md->name, md_name, sizeof(md->name));
 
