@@ -127,7 +127,7 @@ gtest_filter() {
 # depend on: the guest kernel, rdma-core's providers, the per-test limit.
 verbs_cache() { # GTEST
     local key
-    key=$( { ls "${RXEVM_CACHE:-/var/cache/rc_gdr/rxe-vm}/debs" 2>/dev/null
+    key=$( { ls "${RXEVM_CACHE:-${RC_GDR_CACHE:-/var/cache/rc_gdr}/rxe-vm}/debs" 2>/dev/null
              dpkg-query -W ibverbs-providers libucx0 2>/dev/null
              echo "$TIMEOUT"; } | sha256sum | cut -c1-12)
     echo "$(dirname "$1")/rc_verbs-results-$key.tsv"

@@ -36,7 +36,8 @@ Usage: rxe-vm.sh [options] -- CMD [ARGS...]
   --prepare       only build the cached kernel + initramfs, then exit
   -v              verbose (timings; guest console to stderr)
   -h, --help      this text
-Environment: RXEVM_CACHE (default /var/cache/rc_gdr/rxe-vm).
+Environment: RXEVM_CACHE (default $RC_GDR_CACHE/rxe-vm, RC_GDR_CACHE
+defaulting to /var/cache/rc_gdr).
 Inside: ibv_rc_pingpong needs '-g 0'; UCP needs UCX_TLS=rc,self (the UD aux
 transport), e.g. UCX_NET_DEVICES=rxe0:1 / rxe1:1 per process.
 EOF
@@ -45,7 +46,7 @@ EOF
 TIMEOUT=900 MEM=2048 SMP=2 CPU=qemu64 MTU=9000 NRXE=2 KEEP=0 PREPARE=0
 VERBOSE=0 FRESH_TMP=0 KERNEL=auto
 RW_DIRS=()
-CACHE=${RXEVM_CACHE:-/var/cache/rc_gdr/rxe-vm}
+CACHE=${RXEVM_CACHE:-${RC_GDR_CACHE:-/var/cache/rc_gdr}/rxe-vm}
 MODULES="virtio_pci 9pnet_virtio 9p overlay veth crc32_generic rdma_rxe ib_uverbs rdma_ucm"
 PKGS="qemu-system-x86 busybox-static kmod cpio xz-utils zstd iproute2 rdma-core
       ibverbs-providers ibverbs-utils"

@@ -31,7 +31,25 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 CACHE=${RC_GDR_CACHE:-/var/cache/rc_gdr}
-DEPS=${RC_GDR_DEPS:-$(cd .. && pwd)/shared/deps}
+
+# The release tarballs: RC_GDR_DEPS, else shared/deps beside this checkout,
+# else beside the repository it was cloned from (a CI clone elsewhere).
+deps_dir() {
+    local origin
+    [ -z "${RC_GDR_DEPS:-}" ] || { echo "$RC_GDR_DEPS"; return; }
+    if [ -d ../shared/deps ]; then
+        (cd ../shared/deps && pwd)
+        return
+    fi
+    origin=$(git config --get remote.origin.url 2>/dev/null || true)
+    origin=${origin#file://}
+    if [ -d "$origin/../shared/deps" ]; then
+        (cd "$origin/../shared/deps" && pwd)
+        return
+    fi
+    echo "$(cd .. && pwd)/shared/deps" # named in the error that follows
+}
+DEPS=$(deps_dir)
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 CUDA=0
 PRINT_DIR=0

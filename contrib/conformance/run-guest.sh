@@ -19,6 +19,9 @@
 # SEED (rc_verbs results of earlier runs) are not run again; those from SEED
 # are copied into OUTDIR/results.tsv.
 #
+# Tests that contrib/conformance/slow.txt names run in batches of their own
+# with the limit it gives them.
+#
 # Usage: contrib/conformance/run-guest.sh GTEST OUTDIR FILTER TIMEOUT [SEED]
 #
 set -uo pipefail
@@ -29,17 +32,18 @@ FILTER=$3
 TIMEOUT=$4
 SEED=${5:-/dev/null}
 GRACE=30        # the monitor's margin over UCX's watchdog
+SLOW=contrib/conformance/slow.txt
 
 log() { echo "conformance: $*"; }
 
 # Runs the gtest binary on the tests named in the file $1 (one per line),
-# output to $2; kills it when no test has started or finished for
-# TIMEOUT + GRACE seconds. Returns 124 when it had to.
+# output to $2, each test limited to $3 seconds; kills it when no test has
+# started or finished for $3 + GRACE seconds. Returns 124 when it had to.
 run_batch() {
-    local list=$1 blog=$2 pid job last=-1 now count stalled=0 rc
+    local list=$1 blog=$2 limit=$3 pid job last=-1 now count stalled=0 rc
     # gtest in a session of its own (a test may fork; the monitor kills
     # them all), inside a subshell whose stderr hides the shell's "Aborted"
-    ( setsid "$GTEST" -t "$TIMEOUT" \
+    ( setsid "$GTEST" -t "$limit" \
           --gtest_filter="$(paste -sd: "$list")" > "$blog" 2>&1 &
       echo $! > "$OUT/gtest.pid"
       wait $! ) 2>/dev/null &
@@ -53,7 +57,7 @@ run_batch() {
         now=$SECONDS
         if [ "$count" != "$last" ]; then
             last=$count stalled=$now
-        elif [ $((now - stalled)) -gt $((TIMEOUT + GRACE)) ]; then
+        elif [ $((now - stalled)) -gt $((limit + GRACE)) ]; then
             echo "conformance-watchdog: no progress for $((now - stalled)) s," \
                  "killed" >> "$blog"
             kill -KILL -- "-$pid" 2>/dev/null
@@ -69,8 +73,8 @@ run_batch() {
 # Reads one batch's output: a results line for every test that ended, and
 # for a test that started and never ended (the process died in it) a crashed
 # or hung line. Per-test output of tests that did not pass goes to logs/.
-parse_batch() { # BATCH_LOG RC
-    awk -v rc="$2" -v logs="$OUT/logs" -v limit="$TIMEOUT" '
+parse_batch() { # BATCH_LOG RC LIMIT
+    awk -v rc="$2" -v logs="$OUT/logs" -v limit="$3" '
     function flush_log(name,   f) {
         f = name; gsub(/[^A-Za-z0-9_.-]/, "_", f)
         printf "%s", buf > (logs "/" f ".log"); close(logs "/" f ".log")
@@ -163,8 +167,37 @@ parse_batch() { # BATCH_LOG RC
     }' "$1"
 }
 
+# slow.txt as "REGEX<tab>SECONDS" lines, each SUITE.TEST pattern turned into
+# a regular expression on PREFIX/SUITE.TEST/INDEX.
+slow_tests() {
+    local pat secs _
+    while read -r pat secs _; do
+        [[ -z $pat || $pat == \#* ]] && continue
+        pat=${pat//./\\.}; pat=${pat//\*/.*}
+        printf '^[^/]*/%s(/|$)\t%s\n' "$pat" "$secs"
+    done < "$SLOW"
+}
+
+# The tests of the next batch, from the list $1 into $2: those slow.txt
+# gives a longer limit first (one limit per batch), then the rest; prints
+# the batch's limit.
+next_batch() { # REMAINING NEXT
+    local re secs
+    # files, not process substitution: the guest has no /dev/fd
+    slow_tests > "$OUT/slow.tsv"
+    while IFS=$'\t' read -r re secs; do
+        if grep -E "$re" "$1" > "$2"; then
+            echo "$secs"
+            return
+        fi
+    done < "$OUT/slow.tsv"
+    { cut -f1 "$OUT/slow.tsv"; echo '^$'; } > "$OUT/slow.re"
+    grep -vE -f "$OUT/slow.re" "$1" > "$2" || true
+    echo "$TIMEOUT"
+}
+
 main() {
-    local list remaining done_ batch rc n before
+    local list remaining done_ batch rc n before limit
     . contrib/env.sh "${RC_GDR_BUILD:-build}" || exit 2
     mkdir -p "$OUT/logs"
     touch "$OUT/results.tsv"
@@ -193,9 +226,11 @@ main() {
     while [ -s "$remaining" ]; do
         batch=$((batch + 1))
         before=$(wc -l < "$OUT/results.tsv")
-        run_batch "$remaining" "$OUT/batch$batch.log"
+        limit=$(next_batch "$remaining" "$OUT/next.txt")
+        run_batch "$OUT/next.txt" "$OUT/batch$batch.log" "$limit"
         rc=$?
-        parse_batch "$OUT/batch$batch.log" "$rc" | tee -a "$OUT/results.tsv" |
+        parse_batch "$OUT/batch$batch.log" "$rc" "$limit" |
+            tee -a "$OUT/results.tsv" |
             awk -F'\t' '$2 != "passed" { print "  " $2 ": " $1 (($4 != "") ? "  (" $4 ")" : "") }'
         if [ "$(wc -l < "$OUT/results.tsv")" = "$before" ]; then
             log "batch $batch ended (rc $rc) before any test ran:"

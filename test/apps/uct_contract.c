@@ -20,6 +20,14 @@
  *   tx-bufs      with few send buffers (TX_MAX_BUFS), a sender that ran out
  *                sends again after progress (completion moderation must
  *                report within the pool)
+ *   keep         an active-message handler may keep the data
+ *                (UCT_CB_PARAM_FLAG_DESC) and write into the rx_headroom
+ *                before it (UCP does): with RX_MAX_BUFS kept the sender
+ *                is held back (NO_RESOURCE), and after
+ *                uct_iface_release_desc() it sends again, nothing lost
+ *   invalidate   after uct_ep_invalidate an operation is still accepted
+ *                (UCS_OK); the error reaches the user through flush and the
+ *                error handler, once
  *
  * Usage: uct_contract DEV_A DEV_B [CHECK]   (CHECK: one of the names above)
  * Prints one "PASS ..." / "FAIL ..." line per check and "N passed, N failed";
@@ -409,6 +417,154 @@ static void run_destroy(const char *dev_a, const char *dev_b)
 }
 
 
+/* ---------------------------------------------------------------- keep -- */
+
+#define KEEP_MAX_BUFS 64
+#define KEEP_HEADROOM 24
+
+static void  *g_kept[KEEP_MAX_BUFS * 2];
+static int    g_num_kept;
+static int    g_keep;        /* handler keeps descriptors while set */
+static int    g_no_desc;     /* messages offered without a descriptor */
+static uint64_t g_next_seq;  /* the sequence number expected next */
+static int    g_seq_errors;
+
+
+static ucs_status_t keep_handler(void *arg, void *data, size_t length,
+                                 unsigned flags)
+{
+    uint64_t seq;
+
+    memcpy(&seq, data, sizeof(seq));
+    g_seq_errors += (seq != g_next_seq++);
+    if (!(flags & UCT_CB_PARAM_FLAG_DESC)) {
+        ++g_no_desc;
+        return UCS_OK;
+    }
+    if (!g_keep || (g_num_kept == ucs_static_array_size(g_kept))) {
+        return UCS_OK;
+    }
+    /* the headroom is the user's, as UCP's receive descriptor */
+    memset(UCS_PTR_BYTE_OFFSET(data, -KEEP_HEADROOM), 0xa5, KEEP_HEADROOM);
+    g_kept[g_num_kept++] = data;
+    return UCS_INPROGRESS;
+}
+
+
+static ucs_status_t keep_send(uct_test_node_t **nodes, uint64_t *seq,
+                              double timeout)
+{
+    double deadline = uct_test_now() + timeout;
+    ucs_status_t status;
+
+    do {
+        status = uct_ep_am_short(nodes[0]->ep, AM_ID, *seq, NULL, 0);
+        uct_test_progress(nodes, 2);
+    } while ((status == UCS_ERR_NO_RESOURCE) && (uct_test_now() < deadline));
+    *seq += (status == UCS_OK);
+    return status;
+}
+
+
+static void run_keep(const char *dev_a, const char *dev_b)
+{
+    uct_test_node_t a, b, *nodes[2] = {&a, &b};
+    char max_bufs[16];
+    ucs_status_t status;
+    uint64_t seq = 0;
+    int i, kept;
+
+    snprintf(max_bufs, sizeof(max_bufs), "%d", KEEP_MAX_BUFS);
+    setenv("UCX_RC_GDR_RX_MAX_BUFS", max_bufs, 1);
+    setenv("UCX_RC_GDR_RX_BUFS_GROW", "16", 1);
+    setenv("UCX_RC_GDR_RX_QUEUE_LEN", "16", 1);
+    uct_test_rx_headroom = KEEP_HEADROOM;
+    pair_open(&a, &b, dev_a, dev_b, 1);
+    uct_test_rx_headroom = 0;
+    unsetenv("UCX_RC_GDR_RX_MAX_BUFS");
+    unsetenv("UCX_RC_GDR_RX_BUFS_GROW");
+    unsetenv("UCX_RC_GDR_RX_QUEUE_LEN");
+    uct_iface_set_am_handler(b.iface, AM_ID, keep_handler, NULL, 0);
+    g_keep = 1;
+
+    /* Sends until the receiver, with every buffer kept, holds it back. */
+    do {
+        status = keep_send(nodes, &seq, 3.0);
+    } while ((status == UCS_OK) && (seq < 100000));
+    kept = g_num_kept;
+    uct_test_check((status == UCS_ERR_NO_RESOURCE) && (g_no_desc == 0) &&
+                   (kept > 0) && (kept <= KEEP_MAX_BUFS),
+                   "keep: the receiver kept %d of at most %d buffers, %d "
+                   "offered without a descriptor; the sender was held back "
+                   "after %" PRIu64 " (%s)", kept, KEEP_MAX_BUFS, g_no_desc,
+                   seq, ucs_status_string(status));
+
+    /* The kept data is intact until released. */
+    for (i = 0; i < kept; ++i) {
+        uint64_t value;
+
+        memcpy(&value, g_kept[i], sizeof(value));
+        g_seq_errors += (value != (uint64_t)i);
+        uct_iface_release_desc(UCS_PTR_BYTE_OFFSET(g_kept[i],
+                                                   -KEEP_HEADROOM));
+    }
+    g_num_kept = 0;
+    g_keep     = 0;
+
+    /* Released: the sender goes on, and every message arrives in order. */
+    for (i = 0; (i < 256) && (status != UCS_ERR_TIMED_OUT); ++i) {
+        status = keep_send(nodes, &seq, 10.0);
+        status = (status == UCS_ERR_NO_RESOURCE) ? UCS_ERR_TIMED_OUT : status;
+    }
+    if (status == UCS_OK) {
+        status = uct_test_ep_flush(nodes, 2, a.ep);
+    }
+    for (i = 0; (g_next_seq < seq) && (i < 100000); ++i) {
+        uct_test_progress(nodes, 2);
+    }
+    uct_test_check((status == UCS_OK) && (g_next_seq == seq) &&
+                   (g_seq_errors == 0),
+                   "keep: after release %" PRIu64 " of %" PRIu64 " messages "
+                   "arrived, %d out of order or changed (%s)", g_next_seq,
+                   seq, g_seq_errors, ucs_status_string(status));
+    pair_close(&a, &b);
+}
+
+
+/* ---------------------------------------------------------- invalidate -- */
+
+static void run_invalidate(const char *dev_a, const char *dev_b)
+{
+    uct_test_node_t a, b, *nodes[2] = {&a, &b};
+    ucs_status_t status;
+
+    pair_open(&a, &b, dev_a, dev_b, 1);
+    status = uct_test_ep_invalidate(a.ep);
+    uct_test_check(status == UCS_OK, "invalidate: uct_ep_invalidate (%s)",
+                   ucs_status_string(status));
+
+    /* UCX's test_uct_peer_failure.peer_failure: accepted, fails later. */
+    status = uct_ep_put_short(a.ep, NULL, 0, 0, 0);
+    uct_test_check(status == UCS_OK, "invalidate: put_short accepted before "
+                   "the error is reported (%s)", ucs_status_string(status));
+
+    status = uct_test_ep_flush(nodes, 2, a.ep);
+    uct_test_check((status != UCS_ERR_TIMED_OUT) && a.ep_error &&
+                   (a.ep_error_status != UCS_OK),
+                   "invalidate: flush ends (%s) and the error handler ran "
+                   "(%d, %s)", ucs_status_string(status), a.ep_error,
+                   ucs_status_string(a.ep_error_status));
+
+    /* Reported: now operations are refused with the endpoint's error. */
+    status = uct_ep_put_short(a.ep, NULL, 0, 0, 0);
+    uct_test_check(UCS_STATUS_IS_ERR(status) &&
+                   (status != UCS_ERR_NO_RESOURCE),
+                   "invalidate: put_short refused once reported (%s)",
+                   ucs_status_string(status));
+    pair_close(&a, &b);
+}
+
+
 /* -------------------------------------------------------------- limits -- */
 
 static int g_length_errors;
@@ -623,7 +779,9 @@ int main(int argc, char **argv)
         {"limits",      run_limits,      NULL},
         {"alignment",   NULL,            run_alignment},
         {"md",          NULL,            run_md},
-        {"tx-bufs",     run_tx_bufs,     NULL}
+        {"tx-bufs",     run_tx_bufs,     NULL},
+        {"keep",        run_keep,        NULL},
+        {"invalidate",  run_invalidate,  NULL}
     };
     size_t i;
 

@@ -7,6 +7,8 @@
 
 #include "uct_test_util.h"
 
+#include <uct/ib_gdr/rc_gdr_glue.h> /* which uct_ep_invalidate() */
+
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -25,6 +27,7 @@ typedef ucs_status_t
 
 
 double uct_test_timeout_s = 30.0;
+size_t uct_test_rx_headroom;
 
 static const char *uct_test_prog = "uct_test";
 static int uct_test_passed;
@@ -256,6 +259,10 @@ void uct_test_node_open(uct_test_node_t *node, const char *dev,
     params.err_handler          = uct_test_node_err_handler;
     params.err_handler_arg      = node;
     params.err_handler_flags    = UCT_CB_FLAG_ASYNC;
+    if (uct_test_rx_headroom > 0) {
+        params.field_mask      |= UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
+        params.rx_headroom      = uct_test_rx_headroom;
+    }
     status = uct_iface_open(node->md, node->worker, &params, iface_config,
                             &node->iface);
     uct_config_release(iface_config);
@@ -452,6 +459,18 @@ ucs_status_t uct_test_comp_wait(uct_test_node_t **nodes, int count,
     }
     return (status == UCS_INPROGRESS) ? comp->status : status;
 }
+
+ucs_status_t uct_test_ep_invalidate(uct_ep_h ep)
+{
+#if UCT_RC_GDR_HAVE_EP_INVALIDATE_PARAMS
+    uct_ep_invalidate_params_t params = {0};
+
+    return uct_ep_invalidate(ep, &params);
+#else
+    return uct_ep_invalidate(ep, 0);
+#endif
+}
+
 
 ucs_status_t uct_test_ep_flush(uct_test_node_t **nodes, int count,
                                uct_ep_h ep)

@@ -93,6 +93,8 @@ typedef struct {
 
 /* Bound of every wait, in seconds (uct_test_init) */
 extern double uct_test_timeout_s;
+/* rx_headroom of the interfaces opened next (0: none asked) */
+extern size_t uct_test_rx_headroom;
 
 
 /* Names the program in set-up errors, bounds waits by timeout_s, and makes
@@ -173,6 +175,9 @@ void uct_test_comp_init(uct_test_comp_t *comp);
  * UCS_ERR_TIMED_OUT after uct_test_timeout_s */
 ucs_status_t uct_test_comp_wait(uct_test_node_t **nodes, int count,
                                 ucs_status_t status, uct_test_comp_t *comp);
+
+/* uct_ep_invalidate(ep) in the form this UCX release has */
+ucs_status_t uct_test_ep_invalidate(uct_ep_h ep);
 
 /* Flushes ep with a completion and waits for it */
 ucs_status_t uct_test_ep_flush(uct_test_node_t **nodes, int count,

@@ -12,6 +12,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -1098,6 +1101,33 @@ TEST_F(rcache, held_never_evicted) {
     EXPECT_EQ(1u, stats().entries);
     check();
     invalidate(0x300000, 1);
+}
+
+/* fork() releases what is only kept (its pages would be MADV_DONTFORK in
+   the child) and leaves what is held */
+TEST_F(rcache, fork_releases_kept) {
+    region_t *kept = get_kept(0x10000, 0x1000);
+    region_t *held = get_kept(0x20000, 0x1000);
+    int status;
+
+    put(kept);
+    EXPECT_EQ(1u, stats().cached);
+
+    pid_t pid = fork();
+    if (pid == 0) {
+        _exit(0);
+    }
+    ASSERT_GT(pid, 0);
+    ASSERT_EQ(pid, waitpid(pid, &status, 0));
+
+    EXPECT_FALSE(registered(kept));
+    EXPECT_TRUE(registered(held));
+    EXPECT_EQ(0u, stats().cached);
+    EXPECT_EQ(1u, stats().entries);
+    check();
+    put(held);
+    EXPECT_EQ(1u, stats().cached);
+    invalidate(0x20000, 0x1000);
 }
 
 /*

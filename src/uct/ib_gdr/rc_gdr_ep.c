@@ -45,6 +45,17 @@ uct_rc_gdr_ep_check_user_tx(uct_rc_gdr_ep_t *ep, int needs_credit)
     if (uct_rc_gdr_ep_behind_pending(ep)) {
         return UCS_ERR_NO_RESOURCE;
     }
+
+    if (ucs_unlikely((ep->flags & (UCT_RC_GDR_EP_FLAG_FAILED |
+                                   UCT_RC_GDR_EP_FLAG_ERR_RAISED)) ==
+                     UCT_RC_GDR_EP_FLAG_FAILED)) {
+        /* Failed but not reported yet (uct_ep_invalidate): the operation is
+         * posted like any other, the QP in error flushes it, and the error
+         * reaches the user through its completion and the error handler, as
+         * with UCX's own transports. */
+        return uct_rc_gdr_ep_check_room(ep, needs_credit);
+    }
+
     return uct_rc_gdr_ep_check_tx(ep, needs_credit);
 }
 

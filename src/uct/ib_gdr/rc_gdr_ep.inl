@@ -2,7 +2,8 @@
  * rc_gdr endpoint: the posting layer, shared by the endpoint's operations
  * (rc_gdr_ep.c) and the bounce lane's work requests (rc_gdr_bounce*.c).
  *
- *   resources   uct_rc_gdr_ep_check_tx, uct_rc_gdr_ep_start_internal_op
+ *   resources   uct_rc_gdr_ep_check_room, uct_rc_gdr_ep_check_tx,
+ *               uct_rc_gdr_ep_start_internal_op
  *   descriptor  uct_rc_gdr_ep_get_op, uct_rc_gdr_ep_release_op
  *   post        uct_rc_gdr_ep_post (traced: rc_gdr_trace.h),
  *               uct_rc_gdr_ep_post_op
@@ -43,17 +44,11 @@ uct_rc_gdr_ep_md(uct_rc_gdr_ep_t *ep)
 }
 
 
-/* Room for one more work request (and a credit, for a message). Internal
- * work requests (credits, flush reads, the bounce lane's) take this check
- * alone; those the user asks for also wait for their turn (rc_gdr_ep.c). */
+/* Room for one more work request (and a credit, for a message). */
 static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_rc_gdr_ep_check_tx(uct_rc_gdr_ep_t *ep, int needs_credit)
+uct_rc_gdr_ep_check_room(uct_rc_gdr_ep_t *ep, int needs_credit)
 {
     uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
-
-    if (ucs_unlikely(ep->flags & UCT_RC_GDR_EP_FLAG_FAILED)) {
-        return ep->status;
-    }
 
     if (ucs_unlikely(!(ep->flags & UCT_RC_GDR_EP_FLAG_CONNECTED) ||
                      (ep->sq_avail == 0) || (iface->tx_cq_avail == 0) ||
@@ -62,6 +57,20 @@ uct_rc_gdr_ep_check_tx(uct_rc_gdr_ep_t *ep, int needs_credit)
     }
 
     return UCS_OK;
+}
+
+
+/* Room, on an endpoint that has not failed. Internal work requests
+ * (credits, flush reads, the bounce lane's) take this check alone; those the
+ * user asks for also wait for their turn (rc_gdr_ep.c). */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_rc_gdr_ep_check_tx(uct_rc_gdr_ep_t *ep, int needs_credit)
+{
+    if (ucs_unlikely(ep->flags & UCT_RC_GDR_EP_FLAG_FAILED)) {
+        return ep->status;
+    }
+
+    return uct_rc_gdr_ep_check_room(ep, needs_credit);
 }
 
 

@@ -16,6 +16,9 @@
  * rkey_compare (1.16 on) */
 #define UCT_RC_GDR_HAVE_V2_API       1
 
+/* uct_ep_invalidate() takes a parameter struct (1.22 on) */
+#define UCT_RC_GDR_HAVE_EP_INVALIDATE_PARAMS 1
+
 /* iface_query_v2 (1.22 on) */
 #define UCT_RC_GDR_HAVE_IFACE_QUERY_V2 1
 

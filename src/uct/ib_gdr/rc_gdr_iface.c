@@ -101,9 +101,16 @@ ucs_config_field_t uct_rc_gdr_iface_config_table[] = {
     UCT_RC_GDR_BOUNCE_CONFIG_FIELD(ucs_offsetof(uct_rc_gdr_iface_config_t,
                                                 bounce)),
 
-    UCT_RC_GDR_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 0, "send/receive",
+    UCT_RC_GDR_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 0, "send",
                                          ucs_offsetof(uct_rc_gdr_iface_config_t,
                                                       tx_mp), ""),
+
+    UCT_RC_GDR_IFACE_MPOOL_CONFIG_FIELDS("RX_", -1, 0, "receive",
+                                         ucs_offsetof(uct_rc_gdr_iface_config_t,
+                                                      rx_mp),
+                                         "\nActive messages the user keeps "
+                                         "(UCT_CB_PARAM_FLAG_DESC) hold "
+                                         "receive buffers until released."),
 
     {NULL}
 };
@@ -347,7 +354,7 @@ static unsigned uct_rc_gdr_iface_post_recvs(uct_rc_gdr_iface_t *iface)
             if (buf == NULL) {
                 break;
             }
-            sges[i].addr   = (uintptr_t)(buf + 1);
+            sges[i].addr   = (uintptr_t)uct_rc_gdr_iface_rx_data(iface, buf);
             sges[i].length = iface->config.seg_size;
             sges[i].lkey   = buf->lkey;
             wrs[i].wr_id   = (uintptr_t)buf;
@@ -388,7 +395,9 @@ static void uct_rc_gdr_iface_handle_recv(uct_rc_gdr_iface_t *iface,
 {
     uct_rc_gdr_buf_t *buf = (uct_rc_gdr_buf_t*)wc->wr_id;
     uct_rc_gdr_ep_t *ep;
+    ucs_status_t status;
     uint32_t imm;
+    void *data;
 
     --iface->rx_posted;
 
@@ -424,14 +433,23 @@ static void uct_rc_gdr_iface_handle_recv(uct_rc_gdr_iface_t *iface,
         goto out;
     }
 
-    /* Counted before the callback, which may destroy the endpoint: it is
-     * found again by its QP number afterwards, or not at all */
+    /* Counted before the callback, which may destroy the endpoint (it is
+     * found again by its QP number afterwards, or not at all). Credits go
+     * back at once even for a kept buffer: the shared receive queue, not
+     * the sender's window, runs out when the user keeps many (the peer then
+     * waits on receiver-not-ready retries). */
     ++ep->fc_to_return;
+    data = uct_rc_gdr_iface_rx_data(iface, buf);
     if (imm & UCT_RC_GDR_IMM_INTERNAL) {
-        iface->lane_ops->recv(iface, ep, buf + 1, wc->byte_len);
+        iface->lane_ops->recv(iface, ep, data, wc->byte_len);
     } else {
-        uct_iface_invoke_am(&iface->super, imm & UCT_RC_GDR_IMM_AM_ID_MASK,
-                            buf + 1, wc->byte_len, 0);
+        status = uct_iface_invoke_am(&iface->super,
+                                     imm & UCT_RC_GDR_IMM_AM_ID_MASK,
+                                     data, wc->byte_len,
+                                     UCT_CB_PARAM_FLAG_DESC);
+        if (status == UCS_INPROGRESS) {
+            buf = NULL; /* the user keeps it: uct_iface_release_desc() */
+        }
     }
 
     ep = uct_rc_gdr_iface_lookup_ep(iface, wc->qp_num);
@@ -440,7 +458,21 @@ static void uct_rc_gdr_iface_handle_recv(uct_rc_gdr_iface_t *iface,
     }
 
 out:
-    ucs_mpool_put_inline(buf);
+    if (buf != NULL) {
+        ucs_mpool_put_inline(buf);
+    }
+}
+
+
+/* uct_iface_release_desc() of a kept active message: desc is where the
+ * user's headroom starts, right after the buffer's header */
+static void uct_rc_gdr_iface_release_desc(uct_recv_desc_t *self, void *desc)
+{
+    uct_rc_gdr_iface_t *iface = ucs_container_of(self, uct_rc_gdr_iface_t,
+                                                 release_desc);
+
+    ucs_mpool_put_inline((uct_rc_gdr_buf_t*)desc - 1);
+    iface->rx_returned = 1;
 }
 
 
@@ -479,6 +511,11 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
                     iface->config.rx_queue_len / 2)) {
             uct_rc_gdr_iface_post_recvs(iface);
         }
+    } else if (ucs_unlikely(iface->rx_returned)) {
+        /* The pool ran dry while the user kept buffers: with nothing posted
+         * no receive completes, so a released buffer is posted here. */
+        iface->rx_returned = 0;
+        uct_rc_gdr_iface_post_recvs(iface);
     }
 
     if (ucs_unlikely(iface->lane_users > 0)) {
@@ -564,9 +601,11 @@ static ucs_status_t uct_rc_gdr_iface_fence(uct_iface_h tl_iface,
 static void uct_rc_gdr_iface_buf_init(uct_iface_h tl_iface, void *obj,
                                       uct_mem_h memh)
 {
-    uct_rc_gdr_buf_t *buf = obj;
+    uct_rc_gdr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_gdr_iface_t);
+    uct_rc_gdr_buf_t *buf     = obj;
 
-    buf->lkey = uct_rc_gdr_memh_lkey(memh);
+    buf->lkey         = uct_rc_gdr_memh_lkey(memh);
+    buf->release_desc = &iface->release_desc;
 }
 
 
@@ -595,17 +634,16 @@ static ucs_status_t uct_rc_gdr_iface_parse_device(const char *dev_name,
 }
 
 
-/* The transport timeout exponent: (retry+1) tries of 4.096us * 2^exp each
- * should add up to the configured failure timeout. */
 /*
  * Where received active messages start: the user's alignment (a power of
  * two) of the byte at the user's offset (below the alignment), or the cache
- * line. Received data follows the buffer header.
+ * line. Received data starts data_offset bytes into a buffer: after its
+ * header and the user's headroom.
  */
 static ucs_status_t
 uct_rc_gdr_iface_am_alignment(const uct_iface_params_t *params,
-                              size_t seg_size, size_t *align_p,
-                              size_t *align_offset_p)
+                              size_t seg_size, size_t data_offset,
+                              size_t *align_p, size_t *align_offset_p)
 {
     size_t align  = UCT_IFACE_PARAM_VALUE(params, am_alignment,
                                           AM_ALIGNMENT, 1);
@@ -628,13 +666,13 @@ uct_rc_gdr_iface_am_alignment(const uct_iface_params_t *params,
     }
 
     /* UCX's own rules: the defaults, and no offset without an alignment */
-    return uct_iface_param_am_alignment(params, seg_size,
-                                        sizeof(uct_rc_gdr_buf_t),
-                                        sizeof(uct_rc_gdr_buf_t), align_p,
-                                        align_offset_p);
+    return uct_iface_param_am_alignment(params, seg_size, data_offset,
+                                        data_offset, align_p, align_offset_p);
 }
 
 
+/* The transport timeout exponent: (retry+1) tries of 4.096us * 2^exp each
+ * should add up to the configured failure timeout. */
 static uint8_t uct_rc_gdr_iface_timeout_exp(double failure_timeout,
                                             unsigned retry_count)
 {
@@ -655,7 +693,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
             ucs_derived_of(tl_config, uct_rc_gdr_iface_config_t);
     uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
     struct ibv_srq_init_attr srq_attr;
-    size_t am_align, am_align_offset;
+    size_t am_align, am_align_offset, rx_headroom;
     ucs_status_t status;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_rc_gdr_iface_ops,
@@ -687,8 +725,11 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
         return status;
     }
 
-    status = uct_rc_gdr_iface_am_alignment(params, config->seg_size,
-                                           &am_align, &am_align_offset);
+    rx_headroom = UCT_IFACE_PARAM_VALUE(params, rx_headroom, RX_HEADROOM, 0);
+    status      = uct_rc_gdr_iface_am_alignment(params, config->seg_size,
+                                                sizeof(uct_rc_gdr_buf_t) +
+                                                rx_headroom, &am_align,
+                                                &am_align_offset);
     if (status != UCS_OK) {
         return status;
     }
@@ -725,6 +766,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
     self->config.rx_queue_len  = config->rx_queue_len;
     self->config.fc_wnd_size   = config->fc_wnd_size;
     self->config.seg_size      = config->seg_size;
+    self->config.rx_headroom   = rx_headroom;
     self->config.max_inline    = config->max_inline;
     self->config.max_send_sge  = ucs_min((unsigned)md->dev_attr.max_sge,
                                          (unsigned)UCT_RC_GDR_MAX_IOV);
@@ -739,6 +781,8 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
     self->config.flush_mode    = config->flush_mode;
     self->tx_cq_avail          = config->tx_cq_len;
     self->rx_posted            = 0;
+    self->rx_returned          = 0;
+    self->release_desc.cb      = uct_rc_gdr_iface_release_desc;
     self->lane_users           = 0;
     memset(&self->stats, 0, sizeof(self->stats));
     self->stats.size           = sizeof(self->stats);
@@ -791,9 +835,10 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
     }
 
     status = uct_iface_mpool_init(&self->super, &self->rx_mp,
-                                  sizeof(uct_rc_gdr_buf_t) + config->seg_size,
+                                  sizeof(uct_rc_gdr_buf_t) + rx_headroom +
+                                  config->seg_size,
                                   am_align_offset, am_align,
-                                  &config->tx_mp, config->rx_queue_len,
+                                  &config->rx_mp, config->rx_queue_len,
                                   uct_rc_gdr_iface_buf_init, "rc_gdr_rx");
     if (status != UCS_OK) {
         goto err_cleanup_tx_mp;

@@ -62,13 +62,18 @@ typedef struct uct_rc_gdr_iface_config {
     uct_rc_gdr_flush_mode_t   flush_mode;
     uct_rc_gdr_bounce_config_t bounce;
     uct_iface_mpool_config_t  tx_mp;
+    uct_iface_mpool_config_t  rx_mp;
 } uct_rc_gdr_iface_config_t;
 
 
 /* A registered buffer of seg_size bytes (bcopy, AM, atomic results); the
- * data follows the header. */
+ * data follows the header. A receive buffer has the user's headroom
+ * (rx_headroom) between the two; a received active message the user keeps
+ * (UCT_CB_PARAM_FLAG_DESC) comes back through uct_iface_release_desc(),
+ * which finds release_desc right before the headroom. */
 typedef struct uct_rc_gdr_buf {
     uint32_t                  lkey;
+    uct_recv_desc_t           *release_desc;
 } uct_rc_gdr_buf_t;
 
 
@@ -137,12 +142,17 @@ struct uct_rc_gdr_iface {
                                              only, not every endpoint */
     unsigned                  tx_cq_avail;
     unsigned                  rx_posted;
+    int                       rx_returned; /* a kept buffer came back:
+                                              repost even without receives */
+    uct_recv_desc_t           release_desc;
     struct {
         unsigned              tx_queue_len;
         unsigned              tx_cq_moderation;
         unsigned              rx_queue_len;
         unsigned              fc_wnd_size;
         size_t                seg_size;
+        size_t                rx_headroom; /* the user's bytes before
+                                              received data */
         size_t                max_inline;
         unsigned              max_send_sge;
         unsigned              max_rd_atomic;
@@ -158,6 +168,14 @@ struct uct_rc_gdr_iface {
                                              for: only then does progress
                                              give it a turn */
 };
+
+
+/* Where a receive buffer's data starts: past the header and the headroom */
+static UCS_F_ALWAYS_INLINE void *
+uct_rc_gdr_iface_rx_data(uct_rc_gdr_iface_t *iface, uct_rc_gdr_buf_t *buf)
+{
+    return UCS_PTR_BYTE_OFFSET(buf + 1, iface->config.rx_headroom);
+}
 
 
 UCS_CLASS_DECLARE_NEW_FUNC(uct_rc_gdr_iface_t, uct_iface_t, uct_md_h,

@@ -136,6 +136,7 @@ struct uct_rc_gdr_rcache {
     unsigned                      page_shift;
 
     ucs_list_link_t               lru;       /* kept regions, oldest first */
+    ucs_list_link_t               fork_list; /* in the caches fork purges */
     ucs_list_link_t               regions;   /* every live region */
     uct_rc_gdr_rcache_region_t    *free_regions;
     uct_rc_gdr_rcache_block_t     *blocks;
@@ -855,15 +856,18 @@ static void uct_rc_gdr_rcache_region_destroy(uct_rc_gdr_rcache_t *rcache,
 }
 
 /*
- * Release kept regions, least recently used first, while the cache is over
- * its limits. Each leaves the tree before its mem_dereg, which may re-enter.
+ * Release kept regions, least recently used first, while the cache holds
+ * more than max_regions regions or max_size bytes. Each leaves the tree
+ * before its mem_dereg, which may re-enter.
  */
-static void uct_rc_gdr_rcache_trim(uct_rc_gdr_rcache_t *rcache)
+static void uct_rc_gdr_rcache_trim_to(uct_rc_gdr_rcache_t *rcache,
+                                      unsigned long max_regions,
+                                      size_t max_size)
 {
     uct_rc_gdr_rcache_region_t *region;
 
-    while (((rcache->stats.entries > rcache->max_regions) ||
-            (rcache->stats.size > rcache->max_size)) &&
+    while (((rcache->stats.entries > max_regions) ||
+            (rcache->stats.size > max_size)) &&
            !ucs_list_is_empty(&rcache->lru)) {
         region = ucs_list_head(&rcache->lru, uct_rc_gdr_rcache_region_t, lru);
         ucs_assert(region->refcount == 0);
@@ -875,6 +879,73 @@ static void uct_rc_gdr_rcache_trim(uct_rc_gdr_rcache_t *rcache)
                   rcache->stats.entries, rcache->stats.size);
         uct_rc_gdr_rcache_region_destroy(rcache, region);
     }
+}
+
+
+static void uct_rc_gdr_rcache_trim(uct_rc_gdr_rcache_t *rcache)
+{
+    uct_rc_gdr_rcache_trim_to(rcache, rcache->max_regions, rcache->max_size);
+}
+
+
+/*
+ * Before fork() every cache releases the regions it only keeps. A NIC
+ * registration marks its pages MADV_DONTFORK (where verbs' fork support is
+ * on): a kept one would leave the child without pages it shares with other
+ * allocations, and a page the parent writes after fork may move away from
+ * what the NIC has pinned. Regions still referenced stay, as in UCX's
+ * ucs_rcache (UCS_RCACHE_FLAG_PURGE_ON_FORK).
+ */
+static struct {
+    pthread_mutex_t lock;
+    ucs_list_link_t caches;
+    int             atfork_installed;
+} uct_rc_gdr_rcache_fork = {
+    .lock   = PTHREAD_MUTEX_INITIALIZER,
+    .caches = UCS_LIST_INITIALIZER(&uct_rc_gdr_rcache_fork.caches,
+                                   &uct_rc_gdr_rcache_fork.caches)
+};
+
+
+static void uct_rc_gdr_rcache_before_fork(void)
+{
+    uct_rc_gdr_rcache_t *rcache;
+
+    pthread_mutex_lock(&uct_rc_gdr_rcache_fork.lock);
+    ucs_list_for_each(rcache, &uct_rc_gdr_rcache_fork.caches, fork_list) {
+        uct_rc_gdr_rcache_lock(rcache);
+        uct_rc_gdr_rcache_trim_to(rcache, 0, 0);
+        uct_rc_gdr_rcache_unlock(rcache);
+    }
+    pthread_mutex_unlock(&uct_rc_gdr_rcache_fork.lock);
+}
+
+
+static void uct_rc_gdr_rcache_fork_add(uct_rc_gdr_rcache_t *rcache)
+{
+    int ret;
+
+    pthread_mutex_lock(&uct_rc_gdr_rcache_fork.lock);
+    if (!uct_rc_gdr_rcache_fork.atfork_installed) {
+        ret = pthread_atfork(uct_rc_gdr_rcache_before_fork, NULL, NULL);
+        if (ret == 0) {
+            uct_rc_gdr_rcache_fork.atfork_installed = 1;
+        } else {
+            ucs_warn("rcache %s: pthread_atfork() failed (%s): kept "
+                     "registrations stay across fork()", rcache->name,
+                     strerror(ret));
+        }
+    }
+    ucs_list_add_tail(&uct_rc_gdr_rcache_fork.caches, &rcache->fork_list);
+    pthread_mutex_unlock(&uct_rc_gdr_rcache_fork.lock);
+}
+
+
+static void uct_rc_gdr_rcache_fork_del(uct_rc_gdr_rcache_t *rcache)
+{
+    pthread_mutex_lock(&uct_rc_gdr_rcache_fork.lock);
+    ucs_list_del(&rcache->fork_list);
+    pthread_mutex_unlock(&uct_rc_gdr_rcache_fork.lock);
 }
 
 /*
@@ -1149,6 +1220,7 @@ uct_rc_gdr_rcache_create(const uct_rc_gdr_rcache_params_t *params,
     rcache->ops         = params->ops;
     rcache->arg         = params->arg;
 
+    uct_rc_gdr_rcache_fork_add(rcache);
     ucs_debug("rcache %s: created, page size %zu, priv size %zu, at most %lu"
               " regions and %zu bytes kept", name, rcache->page_size,
               rcache->priv_size, rcache->max_regions, rcache->max_size);
@@ -1168,6 +1240,7 @@ void uct_rc_gdr_rcache_destroy(uct_rc_gdr_rcache_t *rcache)
     uct_rc_gdr_rcache_region_t *region, *tmp;
     uct_rc_gdr_rcache_block_t *block;
 
+    uct_rc_gdr_rcache_fork_del(rcache);
     uct_rc_gdr_rcache_lock(rcache);
 
     /* Empty the tree before releasing anything, for the same reason as
