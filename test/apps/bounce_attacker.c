@@ -81,8 +81,8 @@ typedef struct __attribute__((packed)) {
     int32_t  status;
     uint32_t xfer_id;
     uint32_t chunk;
-    uint32_t token;
-    uint32_t reserved2;
+    uint32_t token;       /* the rkey's key bits */
+    uint32_t token_hi;    /* and its token_hi */
     uint64_t addr;
     uint64_t length;
 } bhdr_t;
@@ -717,7 +717,7 @@ static uint32_t att_id(attacker_t *a)
 
 
 /* A one-message put (LAST); the ACK's status or NO_ACK */
-static int32_t att_put(attacker_t *a, uint32_t token, uint64_t addr,
+static int32_t att_put(attacker_t *a, uint64_t token, uint64_t addr,
                        const void *data, size_t len, double wait)
 {
     bhdr_t hdr;
@@ -726,7 +726,8 @@ static int32_t att_put(attacker_t *a, uint32_t token, uint64_t addr,
     hdr.type    = MSG_PUT_DATA;
     hdr.flags   = FLAG_LAST;
     hdr.xfer_id = att_id(a);
-    hdr.token   = token;
+    hdr.token    = (uint32_t)token;
+    hdr.token_hi = (uint32_t)(token >> 32);
     hdr.addr    = addr;
     hdr.length  = len;
     att_send(a, &hdr, data, len);
@@ -734,7 +735,7 @@ static int32_t att_put(attacker_t *a, uint32_t token, uint64_t addr,
 }
 
 
-static int32_t att_get(attacker_t *a, uint32_t token, uint64_t addr,
+static int32_t att_get(attacker_t *a, uint64_t token, uint64_t addr,
                        uint64_t len, double wait)
 {
     bhdr_t hdr;
@@ -742,7 +743,8 @@ static int32_t att_get(attacker_t *a, uint32_t token, uint64_t addr,
     memset(&hdr, 0, sizeof(hdr));
     hdr.type    = MSG_GET_REQ;
     hdr.xfer_id = att_id(a);
-    hdr.token   = token;
+    hdr.token    = (uint32_t)token;
+    hdr.token_hi = (uint32_t)(token >> 32);
     hdr.addr    = addr;
     hdr.length  = len;
     att_send(a, &hdr, NULL, 0);
@@ -930,7 +932,7 @@ static const char *st_str(int32_t status)
 /* ----------------------------------------------------------- checks -- */
 
 static target_info_t info;
-static uint32_t r1_token;
+static uint64_t r1_token;       /* R1's bounce token, from its rkey */
 static uint64_t r1_hash;          /* what R1 must hold */
 static uint64_t r2_hash, r3_hash; /* and the others */
 
@@ -1041,7 +1043,7 @@ static void run_attacks(attacker_t *a)
     refused = 0;
     memset(data, 0x66, 64);
     {
-        uint32_t tokens[20];
+        uint64_t tokens[24];
         uint64_t got;
         int n = 0;
 
@@ -1049,6 +1051,10 @@ static void run_attacks(attacker_t *a)
         tokens[n++] = ~r1_token;
         tokens[n++] = r1_token ^ 0x5a5a0000u;
         tokens[n++] = (uint32_t)random();
+        tokens[n++] = (uint32_t)r1_token;          /* without the high bits */
+        tokens[n++] = (uint32_t)r1_token + 1;
+        tokens[n++] = r1_token + (1ull << 32);     /* high bits + 1 */
+        tokens[n++] = r1_token - (1ull << 32);
         for (i = 1; i <= 8; ++i) {
             tokens[n++] = r1_token + i;
             tokens[n++] = r1_token - i;
@@ -1057,13 +1063,14 @@ static void run_attacks(attacker_t *a)
             s1 = att_put(a, tokens[i], info.r3, data, 64, WAIT_S);
             refused += (s1 < 0);
             if (s1 >= 0) {
-                printf("     token 0x%x (R1's 0x%x %+d) reached R3: %s\n",
-                       tokens[i], r1_token, (int)(tokens[i] - r1_token),
-                       st_str(s1));
+                printf("     token 0x%" PRIx64 " (R1's 0x%" PRIx64 " %+" PRId64
+                       ") reached R3: %s\n", tokens[i], r1_token,
+                       (int64_t)(tokens[i] - r1_token), st_str(s1));
             }
         }
         uct_test_check(refused == n, "wrong and guessed tokens (R1's +-8, "
-                       "random, 0) refused: %d of %d", refused, n);
+                       "its key bits alone, +-2^32, random, 0) refused: %d "
+                       "of %d", refused, n);
         got = a->get_data_bytes;
         s1  = att_get(a, r1_token + 1, info.r3, 64, WAIT_S);
         uct_test_check((s1 < 0) && (a->get_data_bytes == got),
@@ -1079,7 +1086,8 @@ static void run_attacks(attacker_t *a)
     memset(&hdr, 0, sizeof(hdr));
     hdr.type    = MSG_PUT_DATA;
     hdr.flags   = FLAG_LAST;
-    hdr.token   = r1_token;
+    hdr.token    = (uint32_t)r1_token;
+    hdr.token_hi = (uint32_t)(r1_token >> 32);
     hdr.addr    = info.r1;
     hdr.xfer_id = att_id(a);
     att_send_raw(a, IMM_INTERNAL, &hdr, 20);            /* truncated header */
@@ -1113,7 +1121,8 @@ static void run_attacks(attacker_t *a)
     /* 4. Duplicated and out-of-order messages of a put */
     memset(&hdr, 0, sizeof(hdr));
     hdr.type    = MSG_PUT_DATA;
-    hdr.token   = r1_token;
+    hdr.token    = (uint32_t)r1_token;
+    hdr.token_hi = (uint32_t)(r1_token >> 32);
     hdr.xfer_id = att_id(a);
     hdr.chunk   = 3;                   /* starts in the middle */
     hdr.flags   = FLAG_LAST;
@@ -1146,7 +1155,7 @@ static void run_attacks(attacker_t *a)
         hdr.type    = (i % 2) ? MSG_PUT_DATA : MSG_GET_REQ;
         hdr.flags   = FLAG_LAST;
         hdr.xfer_id = ID_BASE + 3000 + (i % 1000); /* not waited for */
-        hdr.token   = ~r1_token;
+        hdr.token   = ~(uint32_t)r1_token;
         hdr.addr    = info.r1;
         hdr.length  = (i % 2) ? 0 : 8;
         att_send(a, &hdr, NULL, 0);
@@ -1224,7 +1233,8 @@ static void run_attacks(attacker_t *a)
         memset(&hdr, 0, sizeof(hdr));
         hdr.type    = MSG_GET_REQ;
         hdr.xfer_id = id = att_id(a);
-        hdr.token   = r2_key.rkey;
+        hdr.token    = r2_key.rkey;
+        hdr.token_hi = r2_key.token_hi;
         hdr.addr    = info.r2;
         hdr.length  = R2_LEN;
         att_send(a, &hdr, NULL, 0);
@@ -1256,8 +1266,9 @@ static void run_attacks(attacker_t *a)
 
         /* 8. Requests after deregistration: the old token names nothing */
         memset(data, 0x55, 64);
-        s1 = att_put(a, r2_key.rkey, info.r2, data, 64, WAIT_S);
-        s2 = att_get(a, r2_key.rkey, info.r2, 64, WAIT_S);
+        s1 = att_put(a, uct_rc_gdr_rkey_token(&r2_key), info.r2, data, 64,
+                     WAIT_S);
+        s2 = att_get(a, uct_rc_gdr_rkey_token(&r2_key), info.r2, 64, WAIT_S);
         uct_test_check((s1 < 0) && (s2 < 0),
                        "put and get with a deregistered token refused: %s, "
                        "%s", st_str(s1), st_str(s2));
@@ -1449,7 +1460,7 @@ int main(int argc, char **argv)
                                       &key) != UCS_OK) {
         uct_test_die("R1's key", UCS_ERR_INVALID_PARAM);
     }
-    r1_token = key.rkey;
+    r1_token = uct_rc_gdr_rkey_token(&key);
 
     a = calloc(1, sizeof(*a));
     {

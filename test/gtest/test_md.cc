@@ -40,7 +40,7 @@ const unsigned CACHE_SHARE  = 1; /* UCT_RC_GDR_RCACHE_GET_FLAG_SHARE */
 const unsigned CACHE_RETAIN = 2; /* UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN */
 
 typedef ucs_status_t (*stats_query_func_t)(uct_md_h md, md_stats_t *stats);
-typedef ucs_status_t (*bounce_target_func_t)(uct_md_h md, uint32_t token,
+typedef ucs_status_t (*bounce_target_func_t)(uct_md_h md, uint64_t token,
                                              uint64_t address, size_t length,
                                              uint64_t expect_stamp, int *gpu_p,
                                              uint64_t *stamp_p);
@@ -202,7 +202,7 @@ protected:
         return rkey;
     }
 
-    ucs_status_t bounce_target(uint32_t token, const void *address,
+    ucs_status_t bounce_target(uint64_t token, const void *address,
                                size_t length, uint64_t expect_stamp = 0,
                                uint64_t *stamp_p = NULL)
     {
@@ -402,15 +402,15 @@ TEST_F(md, bounce_target_exact_bytes) {
     {
         log_capture capture;
 
-        EXPECT_EQ(UCS_OK, bounce_target(key.rkey, x, 256));
-        EXPECT_EQ(UCS_OK, bounce_target(key.rkey, x + 255, 1));
-        EXPECT_EQ(UCS_OK, bounce_target(key.rkey, x + 256, 0));
-        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(key.rkey, x - 1, 1));
-        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(key.rkey, x + 256, 1));
-        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(key.rkey, x, 257));
-        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(key.rkey, gpu, 1));
+        EXPECT_EQ(UCS_OK, bounce_target(uct_rc_gdr_rkey_token(&key), x, 256));
+        EXPECT_EQ(UCS_OK, bounce_target(uct_rc_gdr_rkey_token(&key), x + 255, 1));
+        EXPECT_EQ(UCS_OK, bounce_target(uct_rc_gdr_rkey_token(&key), x + 256, 0));
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(uct_rc_gdr_rkey_token(&key), x - 1, 1));
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(uct_rc_gdr_rkey_token(&key), x + 256, 1));
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(uct_rc_gdr_rkey_token(&key), x, 257));
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(uct_rc_gdr_rkey_token(&key), gpu, 1));
         EXPECT_EQ(UCS_ERR_INVALID_ADDR,
-                  bounce_target(key.rkey, x + 1, SIZE_MAX));
+                  bounce_target(uct_rc_gdr_rkey_token(&key), x + 1, SIZE_MAX));
         EXPECT_TRUE(contains(captured_log, "outside the registration"));
     }
 
@@ -421,17 +421,18 @@ TEST_F(md, bounce_target_exact_bytes) {
     EXPECT_EQ(2u, stats().bounce_regs);
     uct_rc_gdr_rkey_t whole_key = rkey(whole);
     uct_rc_gdr_rkey_t part_key  = rkey(part);
-    EXPECT_NE(whole_key.rkey, part_key.rkey);
-    EXPECT_NE(key.rkey, part_key.rkey);
+    EXPECT_NE(uct_rc_gdr_rkey_token(&whole_key),
+              uct_rc_gdr_rkey_token(&part_key));
+    EXPECT_NE(uct_rc_gdr_rkey_token(&key), uct_rc_gdr_rkey_token(&part_key));
     {
         log_capture capture;
 
-        EXPECT_EQ(UCS_OK, bounce_target(whole_key.rkey, gpu, alloc));
-        EXPECT_EQ(UCS_OK, bounce_target(part_key.rkey, gpu + 0x8000, 100));
+        EXPECT_EQ(UCS_OK, bounce_target(uct_rc_gdr_rkey_token(&whole_key), gpu, alloc));
+        EXPECT_EQ(UCS_OK, bounce_target(uct_rc_gdr_rkey_token(&part_key), gpu + 0x8000, 100));
         EXPECT_EQ(UCS_ERR_INVALID_ADDR,
-                  bounce_target(part_key.rkey, gpu, 1));
+                  bounce_target(uct_rc_gdr_rkey_token(&part_key), gpu, 1));
         EXPECT_EQ(UCS_ERR_INVALID_ADDR,
-                  bounce_target(part_key.rkey, gpu + 0x8000 + 100, 1));
+                  bounce_target(uct_rc_gdr_rkey_token(&part_key), gpu + 0x8000 + 100, 1));
     }
 
     /* A deregistered registration's token names nothing */
@@ -440,7 +441,7 @@ TEST_F(md, bounce_target_exact_bytes) {
         log_capture capture;
 
         EXPECT_EQ(UCS_ERR_INVALID_ADDR,
-                  bounce_target(part_key.rkey, gpu + 0x8000, 1));
+                  bounce_target(uct_rc_gdr_rkey_token(&part_key), gpu + 0x8000, 1));
         EXPECT_TRUE(contains(captured_log, "an unknown"));
     }
 
@@ -470,20 +471,31 @@ TEST_F(md, bounce_tokens_random_and_bound_to_registration) {
     ASSERT_TRUE(gpu != NULL);
 
     std::vector<uct_mem_h> memhs;
-    std::vector<uint32_t> tokens;
+    std::vector<uint64_t> tokens;
+    uint32_t high_bits = 0;
     for (int i = 0; i < count; ++i) {
         memhs.push_back(reg(gpu + i * 256, 256));
-        tokens.push_back(rkey(memhs.back()).rkey);
+        uct_rc_gdr_rkey_t key = rkey(memhs.back());
+        tokens.push_back(uct_rc_gdr_rkey_token(&key));
+        high_bits |= key.token_hi;
+        /* the token survives the uct_rkey_t a peer's UCT carries */
+        uct_rc_gdr_rkey_t back = {};
+        ASSERT_EQ(UCS_OK, uct_rc_gdr_rkey_from_uct(uct_rc_gdr_rkey_to_uct(&key),
+                                                   &back));
+        EXPECT_EQ(tokens.back(), uct_rc_gdr_rkey_token(&back));
     }
 
-    /* 16 draws of 32 bits: no two neighbours a small step apart (a counter
-     * gives 15 steps of 1; chance of one such step at random ~ 2^-20) */
+    /* 16 draws of 55 bits: no two neighbours a small step apart (a counter
+     * gives 15 steps of 1; chance of one such step at random ~ 2^-40), and
+     * the bits above the key used */
     int small_steps = 0;
     for (int i = 1; i < count; ++i) {
-        small_steps += ((uint32_t)(tokens[i] - tokens[i - 1]) < 4096) ||
-                       ((uint32_t)(tokens[i - 1] - tokens[i]) < 4096);
+        uint64_t step = (tokens[i] > tokens[i - 1]) ?
+                        tokens[i] - tokens[i - 1] : tokens[i - 1] - tokens[i];
+        small_steps += (step < (1ull << 20));
     }
     EXPECT_EQ(0, small_steps);
+    EXPECT_NE(0u, high_bits);
 
     uint64_t stamp = 0, stamp2 = 0;
     EXPECT_EQ(UCS_OK, bounce_target(tokens[0], gpu, 256, 0, &stamp));

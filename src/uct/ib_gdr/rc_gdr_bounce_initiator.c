@@ -120,7 +120,8 @@ static ucs_status_t uct_rc_gdr_bounce_stage_post(void *arg, unsigned chunk,
     wire->lkey   = uct_rc_gdr_bounce_buf_lkey(buf);
     wire->length = length;
     if (type == UCT_RC_GDR_BOUNCE_MSG_PUT_DATA) {
-        wire->hdr.token = xfer->rkey.rkey;
+        wire->hdr.token    = xfer->rkey.rkey;
+        wire->hdr.token_hi = xfer->rkey.token_hi;
         wire->hdr.addr  = xfer->remote_addr + offset;
         wire->last      = (offset + length == xfer->length);
     } else {
@@ -309,8 +310,9 @@ uct_rc_gdr_bounce_start(uct_rc_gdr_bounce_ep_t *bep, int is_put,
             status = UCS_ERR_NO_MEMORY;
             goto err_del;
         }
-        wire->hdr.token  = rkey->rkey;
-        wire->hdr.addr   = remote_addr;
+        wire->hdr.token    = rkey->rkey;
+        wire->hdr.token_hi = rkey->token_hi;
+        wire->hdr.addr     = remote_addr;
         wire->hdr.length = xfer->length;
     } else if ((xfer->kind == UCT_RC_GDR_BOUNCE_PUT_MSG) && !local->staged) {
         /* the data straight from its NIC key (or copied into each message:
@@ -326,8 +328,9 @@ uct_rc_gdr_bounce_start(uct_rc_gdr_bounce_ep_t *bep, int is_put,
         wire->lkey      = local->lkey;
         wire->length    = xfer->length;
         wire->last      = 1;
-        wire->hdr.token = rkey->rkey;
-        wire->hdr.addr  = remote_addr;
+        wire->hdr.token    = rkey->rkey;
+        wire->hdr.token_hi = rkey->token_hi;
+        wire->hdr.addr     = remote_addr;
     } else {
         status = uct_rc_gdr_bounce_xfer_stage(xfer, engine);
         if (status != UCS_OK) {

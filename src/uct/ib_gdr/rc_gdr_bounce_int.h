@@ -90,8 +90,9 @@ typedef struct UCS_S_PACKED uct_rc_gdr_bounce_hdr {
     int32_t  status;    /* ACK: ucs_status_t */
     uint32_t xfer_id;   /* the initiator's transfer */
     uint32_t chunk;     /* PUT_DATA: message index in the transfer, from 0 */
-    uint32_t token;     /* PUT_DATA, GET_REQ: target registration */
-    uint32_t reserved2;
+    uint32_t token;     /* PUT_DATA, GET_REQ: target registration, the
+                           rkey's key bits */
+    uint32_t token_hi;  /* and its token_hi (rc_gdr_addr.h) */
     uint64_t addr;      /* PUT_DATA, GET_REQ: target address;
                            GET_DATA: offset in the transfer */
     uint64_t length;    /* GET_REQ: bytes asked; else payload bytes */
@@ -160,7 +161,7 @@ struct uct_rc_gdr_bounce_xfer {
     uint64_t                 remote_addr;
     uct_rc_gdr_rkey_t        rkey;        /* rkey field: NIC key or token */
     uint32_t                 next_msg;    /* PUT_MSG: next PUT_DATA index */
-    uint32_t                 token;       /* SERVE_GET: what the peer named */
+    uint64_t                 token;       /* SERVE_GET: what the peer named */
     uint64_t                 stamp;       /* SERVE_GET: the registration the
                                              first check found; each chunk
                                              is checked against it again */

@@ -22,8 +22,14 @@
 
 /* What a peer names: a live token, the range inside its registration
  * (checked by the md). Nothing is touched before this passed. */
+static uint64_t uct_rc_gdr_bounce_hdr_token(const uct_rc_gdr_bounce_hdr_t *hdr)
+{
+    return ((uint64_t)hdr->token_hi << 32) | hdr->token;
+}
+
+
 static ucs_status_t uct_rc_gdr_bounce_target(uct_rc_gdr_bounce_iface_t *b,
-                                             uint32_t token, uint64_t address,
+                                             uint64_t token, uint64_t address,
                                              uint64_t length, int *gpu_p,
                                              uint64_t *stamp_p)
 {
@@ -125,8 +131,9 @@ void uct_rc_gdr_bounce_recv_put_data(uct_rc_gdr_bounce_ep_t *bep,
 
     /* once refused, the rest of the transfer is dropped without a word */
     if (bep->rx.status == UCS_OK) {
-        status = uct_rc_gdr_bounce_target(b, hdr->token, hdr->addr,
-                                          hdr->length, &gpu, &stamp);
+        status = uct_rc_gdr_bounce_target(b, uct_rc_gdr_bounce_hdr_token(hdr),
+                                          hdr->addr, hdr->length, &gpu,
+                                          &stamp);
         if (status != UCS_OK) {
             ++iface->stats.bounce_refused;
             bep->rx.status = status;
@@ -166,8 +173,8 @@ void uct_rc_gdr_bounce_recv_get_req(uct_rc_gdr_bounce_ep_t *bep,
         return;
     }
 
-    status = uct_rc_gdr_bounce_target(b, hdr->token, hdr->addr, hdr->length,
-                                      &gpu, &stamp);
+    status = uct_rc_gdr_bounce_target(b, uct_rc_gdr_bounce_hdr_token(hdr),
+                                      hdr->addr, hdr->length, &gpu, &stamp);
     if (status != UCS_OK) {
         ++iface->stats.bounce_refused;
         uct_rc_gdr_bounce_send_ack(bep, hdr->xfer_id, status);
@@ -188,7 +195,7 @@ void uct_rc_gdr_bounce_recv_get_req(uct_rc_gdr_bounce_ep_t *bep,
     xfer->status = UCS_OK;
     xfer->local  = (char*)hdr->addr;
     xfer->length = hdr->length;
-    xfer->token  = hdr->token;
+    xfer->token  = uct_rc_gdr_bounce_hdr_token(hdr);
     xfer->stamp  = stamp;
     ++bep->num_served;
     ucs_list_add_tail(&bep->pending_gets, &xfer->list);

@@ -381,53 +381,57 @@ static ucs_status_t uct_rc_gdr_md_reg_dmabuf(uct_rc_gdr_md_t *md,
 }
 
 
-/* 32 random bits from the kernel's generator (getrandom), or, should it
- * fail, from UCS's uuid (time, pid, address: not a counter either) */
-static uint32_t uct_rc_gdr_md_token_random(void)
+/* Random bits from the kernel's generator (getrandom), or, should it fail,
+ * from UCS's uuid (time, pid, address: not a counter either) */
+static uint64_t uct_rc_gdr_md_token_random(void)
 {
-    uint32_t value;
+    uint64_t value;
 
     if (getrandom(&value, sizeof(value), GRND_NONBLOCK) == sizeof(value)) {
         return value;
     }
-    return (uint32_t)(ucs_generate_uuid((uintptr_t)&value) >> 16);
+    return ucs_generate_uuid((uintptr_t)&value);
 }
+
+
+/* A token's bits above the 32 of the key: the rkey's token_hi */
+#define UCT_RC_GDR_MD_TOKEN_MASK \
+    (((uint64_t)UCT_RC_GDR_RKEY_TOKEN_HI_MASK << 32) | UINT32_MAX)
 
 
 /*
  * Makes registered bytes reachable by peers' bounce-lane messages, under the
- * cache lock. @a token 0: a fresh one for the registration @a handle (a
- * bounce registration has no NIC key to offer); otherwise the NIC key of
- * @a region, which its rkey already carries.
+ * cache lock. The token is drawn at random, not counted: a peer cannot guess
+ * another registration's from its own. @a nic_key 0: all of its 55 bits, for
+ * the registration @a handle (a bounce registration has no NIC key to
+ * offer); for a @a region, its NIC key, which its rkey already
+ * carries, below 23 random bits.
  */
 static ucs_status_t uct_rc_gdr_md_token_add(uct_rc_gdr_md_t *md,
-                                            uint32_t token,
+                                            uint32_t nic_key,
                                             uct_rc_gdr_rcache_handle_t handle,
                                             uct_rc_gdr_rcache_region_t *region,
-                                            uint32_t *token_p)
+                                            uint64_t *token_p)
 {
+    uint64_t token;
     khiter_t iter;
     int ret;
 
-    if (token == 0) {
-        /* Drawn at random, not counted: a peer cannot guess another
-         * registration's token from its own */
-        do {
-            token = uct_rc_gdr_md_token_random();
-        } while ((token == 0) ||
-                 (kh_get(uct_rc_gdr_token, &md->tokens, token) !=
-                  kh_end(&md->tokens)));
-    }
+    do {
+        token = uct_rc_gdr_md_token_random() & UCT_RC_GDR_MD_TOKEN_MASK;
+        if (region != NULL) {
+            token = (token & ~(uint64_t)UINT32_MAX) | nic_key;
+        }
+    } while ((token == 0) ||
+             (kh_get(uct_rc_gdr_token, &md->tokens, token) !=
+              kh_end(&md->tokens)));
 
     iter = kh_put(uct_rc_gdr_token, &md->tokens, token, &ret);
     if (ret == -1) {
         ucs_error("rc_gdr: %s: failed to add a bounce token", md->name);
         return UCS_ERR_NO_MEMORY;
-    } else if (ret == 0) {
-        ucs_error("rc_gdr: %s: NIC key 0x%x is already a bounce token",
-                  md->name, token);
-        return UCS_ERR_ALREADY_EXISTS;
     }
+    ucs_assert(ret != 0); /* absent, checked above */
 
     kh_value(&md->tokens, iter).handle = handle;
     kh_value(&md->tokens, iter).region = region;
@@ -437,7 +441,7 @@ static ucs_status_t uct_rc_gdr_md_token_add(uct_rc_gdr_md_t *md,
 }
 
 
-static void uct_rc_gdr_md_token_del(uct_rc_gdr_md_t *md, uint32_t token)
+static void uct_rc_gdr_md_token_del(uct_rc_gdr_md_t *md, uint64_t token)
 {
     khiter_t iter = kh_get(uct_rc_gdr_token, &md->tokens, token);
 
@@ -447,7 +451,7 @@ static void uct_rc_gdr_md_token_del(uct_rc_gdr_md_t *md, uint32_t token)
 }
 
 
-ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint32_t token,
+ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint64_t token,
                                          uint64_t address, size_t length,
                                          uint64_t expect_stamp, int *gpu_p,
                                          uint64_t *stamp_p)
@@ -505,7 +509,7 @@ out_unlock:
     uct_rc_gdr_rcache_unlock(md->rcache);
 
     if (status != UCS_OK) {
-        ucs_error("rc_gdr: %s: a peer named %s bounce key 0x%x for "
+        ucs_error("rc_gdr: %s: a peer named %s bounce key 0x%" PRIx64 " for "
                   "0x%" PRIx64 "+%zu: refused", md->name, why, token,
                   address, length);
     }
@@ -691,7 +695,7 @@ ucs_status_t uct_rc_gdr_md_reg(uct_md_h tl_md, void *address, size_t length,
     uct_rc_gdr_mr_t *gdr_mr;
     unsigned access, cache_flags;
     ucs_status_t status;
-    uint32_t token;
+    uint64_t token;
 
     info.mem_type  = UCS_MEMORY_TYPE_HOST;
     info.buffer_id = 0;
@@ -880,10 +884,16 @@ ucs_status_t uct_rc_gdr_md_pack(uct_md_h tl_md, uct_mem_h memh,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    /* A bounce registration's key is its own token: the bytes registered */
-    gdr_mr     = uct_rc_gdr_rcache_region_priv(ref->region);
-    rkey.rkey  = (gdr_mr->mr == NULL) ? (uint32_t)ref->priv :
-                                        gdr_mr->mr->rkey;
+    /* A bounce registration's key is its own token: the bytes registered;
+     * a one-direction region's token is its NIC key below random bits */
+    gdr_mr = uct_rc_gdr_rcache_region_priv(ref->region);
+    if (gdr_mr->mr == NULL) {
+        rkey.rkey     = (uint32_t)ref->priv;
+        rkey.token_hi = (uint32_t)(ref->priv >> 32);
+    } else {
+        rkey.rkey     = gdr_mr->mr->rkey;
+        rkey.token_hi = (uint32_t)(gdr_mr->token >> 32);
+    }
     rkey.flags = gdr_mr->rkey_flags;
     uct_rc_gdr_rcache_unlock(md->rcache);
     uct_rc_gdr_rkey_pack(&rkey, rkey_buffer);

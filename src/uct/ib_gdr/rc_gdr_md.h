@@ -43,7 +43,8 @@ typedef struct uct_rc_gdr_mr {
     uint8_t           lane;         /* uct_rc_gdr_lane_t; host memory: GDR */
     int8_t            gpu;          /* CUDA ordinal, -1 for host memory */
     uint8_t           registered;   /* 0 once released (memory freed) */
-    uint32_t          token;        /* one-direction GPU memory: its NIC key,
+    uint64_t          token;        /* one-direction GPU memory: its NIC key
+                                       and random high bits (rkey token_hi),
                                        which peers name to bounce the other
                                        direction; 0 otherwise */
 } uct_rc_gdr_mr_t;
@@ -64,7 +65,7 @@ typedef struct uct_rc_gdr_token_target {
 } uct_rc_gdr_token_target_t;
 
 
-KHASH_MAP_INIT_INT(uct_rc_gdr_token, uct_rc_gdr_token_target_t);
+KHASH_MAP_INIT_INT64(uct_rc_gdr_token, uct_rc_gdr_token_target_t);
 
 
 /* What the gate decided for one GPU seen from this md's NIC. */
@@ -160,7 +161,7 @@ ucs_status_t uct_rc_gdr_md_reg_internal(uct_rc_gdr_md_t *md, void *address,
  * @return UCS_OK, or UCS_ERR_INVALID_ADDR (logged: the peer sent a stale or
  *         corrupt key or address, or the memory went away meanwhile).
  */
-ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint32_t token,
+ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint64_t token,
                                          uint64_t address, size_t length,
                                          uint64_t expect_stamp, int *gpu_p,
                                          uint64_t *stamp_p);
