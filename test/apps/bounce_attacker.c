@@ -447,7 +447,6 @@ static void target_run(const char *dev, int cmd_fd, int reply_fd)
             target_op(&node, node.component, &cmd, &st);
             break;
         case CMD_HONEST:
-            memcpy(cmd.honest.ep, info.ep_h, sizeof(info.ep_h));
             if (uct_ep_connect_to_ep(ep_h,
                                      (const uct_device_addr_t*)cmd.honest.dev,
                                      (const uct_ep_addr_t*)cmd.honest.ep) !=
