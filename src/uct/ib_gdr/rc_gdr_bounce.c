@@ -519,9 +519,10 @@ static unsigned uct_rc_gdr_bounce_ep_progress(uct_rc_gdr_bounce_ep_t *bep)
         ++count;
     }
 
-    /* waiting for the peer with nothing in flight: probe it, so that its
-     * death shows as a failed work request */
-    if ((bep->num_awaiting > 0) && (ep->num_outstanding == 0)) {
+    /* waiting for the peer with nothing in flight that reports: probe it,
+     * so that its death shows as a failed work request */
+    if ((bep->num_awaiting > 0) &&
+        (ep->num_outstanding <= ep->unsignaled)) {
         now = ucs_get_time();
         if ((now - bep->last_probe) >
             ucs_time_from_sec(UCT_RC_GDR_BOUNCE_PROBE_INTERVAL)) {
