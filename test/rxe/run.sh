@@ -293,13 +293,17 @@ test_bounce_attacker() {
 }
 
 # A user callback destroys its endpoint: the receive path (after an active
-# message handler) and the bounce lane (a completion called from it) never
-# touch it again; freed memory poisoned, so that a use after free crashes
+# message handler) and the bounce lane (a completion called from its
+# receive path or from its sweep of a dead endpoint) never touch it again;
+# freed memory poisoned, so that a use after free crashes
 test_callback_destroy() {
     MALLOC_PERTURB_=165 timeout 120 \
         "$B/test/apps/uct_callback_destroy" am rxe0:1 rxe1:1 &&
     MALLOC_PERTURB_=165 UCX_RC_GDR_REG_METHODS=dmabuf with_emulated_gpu \
-        timeout 120 "$B/test/apps/uct_callback_destroy" bounce rxe0:1 rxe1:1
+        timeout 120 "$B/test/apps/uct_callback_destroy" bounce rxe0:1 rxe1:1 &&
+    MALLOC_PERTURB_=165 UCX_RC_GDR_REG_METHODS=dmabuf \
+        UCX_RC_GDR_FAILURE_TIMEOUT=2s with_emulated_gpu timeout 120 \
+        "$B/test/apps/uct_callback_destroy" bounce-death rxe0:1 rxe1:1
 }
 
 # One direction on the GDR lane, the other bounced: the target's policy
