@@ -489,7 +489,7 @@ ucs_status_t uct_test_ep_flush(uct_test_node_t **nodes, int count,
 /* The module is loaded as a plugin, not linked: its queries by dlsym, in
  * the process's scope (preloaded) or in the module itself (UCX >= 1.22 opens
  * it from UCX_PLUGIN_PATH with local symbols). */
-static void *uct_test_module_sym(const char *name)
+void *uct_test_module_sym(const char *name)
 {
     void *func = dlsym(RTLD_DEFAULT, name);
     void *module;

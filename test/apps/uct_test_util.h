@@ -192,6 +192,9 @@ uct_test_md_stats_t uct_test_md_stats(uct_md_h md);
 
 uct_test_iface_stats_t uct_test_iface_stats(uct_iface_h iface);
 
+/* A symbol of the rc_gdr module (preloaded, or UCX's plugin); NULL if none */
+void *uct_test_module_sym(const char *name);
+
 /* Dies now, not at the first count, if the iface counters are missing */
 void uct_test_iface_stats_check(void);
 

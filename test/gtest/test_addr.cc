@@ -9,6 +9,7 @@
 
 extern "C" {
 #include <uct/ib_gdr/rc_gdr_addr.h>
+#include <ucs/algorithm/crc.h>
 #include <ucs/debug/log_def.h>
 }
 
@@ -93,7 +94,8 @@ TEST_F(test_rc_gdr_addr, ep_addr_round_trip)
 TEST_F(test_rc_gdr_addr, rkey_round_trip_and_uct_value)
 {
     uct_rc_gdr_rkey_t in = {0xdeadbeef, UCT_RC_GDR_RKEY_FLAG_NIC |
-                                        UCT_RC_GDR_RKEY_FLAG_FLUSH_READ};
+                                        UCT_RC_GDR_RKEY_FLAG_FLUSH_READ,
+                            UCT_RC_GDR_RKEY_TOKEN_HI_MASK - 5};
     uct_rc_gdr_rkey_t out, back;
     std::vector<uint8_t> blob(uct_rc_gdr_rkey_packed_size());
 
@@ -102,11 +104,30 @@ TEST_F(test_rc_gdr_addr, rkey_round_trip_and_uct_value)
                                                     &out));
     EXPECT_EQ(in.rkey, out.rkey);
     EXPECT_EQ(in.flags, out.flags);
+    EXPECT_EQ(in.token_hi, out.token_hi);
 
     ASSERT_EQ(UCS_OK, uct_rc_gdr_rkey_from_uct(uct_rc_gdr_rkey_to_uct(&out),
                                                &back));
     EXPECT_EQ(in.rkey, back.rkey);
     EXPECT_EQ(in.flags, back.flags);
+    EXPECT_EQ(in.token_hi, back.token_hi);
+    EXPECT_EQ(((uint64_t)in.token_hi << 32) | in.rkey,
+              uct_rc_gdr_rkey_token(&back));
+}
+
+/* The bounce token's high bits are 23: a blob claiming more is refused */
+TEST_F(test_rc_gdr_addr, rkey_token_wider_than_23_bits_refused)
+{
+    uct_rc_gdr_rkey_t in = {7, 0, UCT_RC_GDR_RKEY_TOKEN_HI_MASK}, out;
+    std::vector<uint8_t> blob(uct_rc_gdr_rkey_packed_size());
+
+    uct_rc_gdr_rkey_pack(&in, blob.data());
+    blob[8] |= 0x80; /* bit 23 of token_hi, then a valid checksum */
+    uint16_t crc = ucs_crc16(blob.data(), blob.size() - 2);
+    blob[blob.size() - 2] = (uint8_t)crc;
+    blob[blob.size() - 1] = (uint8_t)(crc >> 8);
+    EXPECT_NE(UCS_OK, uct_rc_gdr_rkey_unpack_buffer(blob.data(), blob.size(),
+                                                    &out));
 }
 
 /* Thousands of random blobs: every one refused (a random blob passing the

@@ -49,12 +49,14 @@ const unsigned CACHE_SHARE  = 1; /* UCT_RC_GDR_RCACHE_GET_FLAG_SHARE */
 const unsigned CACHE_RETAIN = 2; /* UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN */
 
 typedef ucs_status_t (*stats_query_func_t)(uct_md_h md, md_stats_t *stats);
-typedef ucs_status_t (*bounce_target_func_t)(uct_md_h md, uint32_t token,
+typedef ucs_status_t (*bounce_target_func_t)(uct_md_h md, uint64_t token,
                                              uint64_t address, size_t length,
-                                             int *gpu_p);
-typedef ucs_status_t (*bounce_hold_func_t)(uct_md_h md, uint32_t token,
+                                             uint64_t expect_stamp, int *gpu_p,
+                                             uint64_t *stamp_p);
+typedef ucs_status_t (*bounce_hold_func_t)(uct_md_h md, uint64_t token,
                                            uint64_t address, size_t length,
-                                           int *gpu_p);
+                                           uint64_t expect_stamp, int *gpu_p,
+                                           uint64_t *stamp_p);
 typedef void (*bounce_release_func_t)(uct_md_h md);
 typedef ucs_status_t (*reg_internal_func_t)(uct_md_h md, void *address,
                                             size_t length, struct ibv_mr **mr_p);
@@ -227,13 +229,25 @@ protected:
         return rkey;
     }
 
-    ucs_status_t bounce_target(uint32_t token, const void *address,
-                               size_t length)
+    /* The bounce token a peer names for a registration */
+    uint64_t token_of(uct_mem_h memh)
     {
-        int gpu = -2;
+        uct_rc_gdr_rkey_t key = rkey(memh);
+
+        return uct_rc_gdr_rkey_token(&key);
+    }
+
+    ucs_status_t bounce_target(uint64_t token, const void *address,
+                               size_t length, uint64_t expect_stamp = 0,
+                               uint64_t *stamp_p = NULL)
+    {
+        uint64_t stamp = 0;
+        int gpu        = -2;
 
         return the_module().bounce_target(m_md, token, (uintptr_t)address,
-                                          length, &gpu);
+                                          length, expect_stamp, &gpu,
+                                          (stamp_p == NULL) ? &stamp :
+                                                              stamp_p);
     }
 
     /* Page-aligned host memory of its own mapping */
@@ -471,15 +485,15 @@ TEST_F(md, bounce_target_exact_bytes) {
     {
         log_capture capture;
 
-        EXPECT_EQ(UCS_OK, bounce_target(key.rkey, x, 256));
-        EXPECT_EQ(UCS_OK, bounce_target(key.rkey, x + 255, 1));
-        EXPECT_EQ(UCS_OK, bounce_target(key.rkey, x + 256, 0));
-        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(key.rkey, x - 1, 1));
-        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(key.rkey, x + 256, 1));
-        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(key.rkey, x, 257));
-        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(key.rkey, gpu, 1));
+        EXPECT_EQ(UCS_OK, bounce_target(uct_rc_gdr_rkey_token(&key), x, 256));
+        EXPECT_EQ(UCS_OK, bounce_target(uct_rc_gdr_rkey_token(&key), x + 255, 1));
+        EXPECT_EQ(UCS_OK, bounce_target(uct_rc_gdr_rkey_token(&key), x + 256, 0));
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(uct_rc_gdr_rkey_token(&key), x - 1, 1));
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(uct_rc_gdr_rkey_token(&key), x + 256, 1));
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(uct_rc_gdr_rkey_token(&key), x, 257));
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(uct_rc_gdr_rkey_token(&key), gpu, 1));
         EXPECT_EQ(UCS_ERR_INVALID_ADDR,
-                  bounce_target(key.rkey, x + 1, SIZE_MAX));
+                  bounce_target(uct_rc_gdr_rkey_token(&key), x + 1, SIZE_MAX));
         EXPECT_TRUE(contains(captured_log, "outside the registration"));
     }
 
@@ -490,17 +504,18 @@ TEST_F(md, bounce_target_exact_bytes) {
     EXPECT_EQ(2u, stats().bounce_regs);
     uct_rc_gdr_rkey_t whole_key = rkey(whole);
     uct_rc_gdr_rkey_t part_key  = rkey(part);
-    EXPECT_NE(whole_key.rkey, part_key.rkey);
-    EXPECT_NE(key.rkey, part_key.rkey);
+    EXPECT_NE(uct_rc_gdr_rkey_token(&whole_key),
+              uct_rc_gdr_rkey_token(&part_key));
+    EXPECT_NE(uct_rc_gdr_rkey_token(&key), uct_rc_gdr_rkey_token(&part_key));
     {
         log_capture capture;
 
-        EXPECT_EQ(UCS_OK, bounce_target(whole_key.rkey, gpu, alloc));
-        EXPECT_EQ(UCS_OK, bounce_target(part_key.rkey, gpu + 0x8000, 100));
+        EXPECT_EQ(UCS_OK, bounce_target(uct_rc_gdr_rkey_token(&whole_key), gpu, alloc));
+        EXPECT_EQ(UCS_OK, bounce_target(uct_rc_gdr_rkey_token(&part_key), gpu + 0x8000, 100));
         EXPECT_EQ(UCS_ERR_INVALID_ADDR,
-                  bounce_target(part_key.rkey, gpu, 1));
+                  bounce_target(uct_rc_gdr_rkey_token(&part_key), gpu, 1));
         EXPECT_EQ(UCS_ERR_INVALID_ADDR,
-                  bounce_target(part_key.rkey, gpu + 0x8000 + 100, 1));
+                  bounce_target(uct_rc_gdr_rkey_token(&part_key), gpu + 0x8000 + 100, 1));
     }
 
     /* A deregistered registration's token names nothing */
@@ -509,12 +524,88 @@ TEST_F(md, bounce_target_exact_bytes) {
         log_capture capture;
 
         EXPECT_EQ(UCS_ERR_INVALID_ADDR,
-                  bounce_target(part_key.rkey, gpu + 0x8000, 1));
+                  bounce_target(uct_rc_gdr_rkey_token(&part_key), gpu + 0x8000, 1));
         EXPECT_TRUE(contains(captured_log, "an unknown"));
     }
 
     dereg(whole);
     dereg(small);
+    close();
+    uct_rc_gdr_cuda_mem_free(gpu);
+}
+
+/*
+ * Tokens are drawn at random, not counted: a peer holding some cannot name
+ * the next registration's; and a transfer served over time re-checks each
+ * part against the registration its first check found (its stamp): after
+ * deregistration, or for a token issued again, it is refused.
+ */
+TEST_F(md, bounce_tokens_random_and_bound_to_registration) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    set("REG_METHODS", "dmabuf");
+    ASSERT_EQ(UCS_OK, open());
+
+    const int count    = 16;
+    const size_t alloc = 64 * 1024;
+    char *gpu          = (char*)gpu_alloc(1, alloc);
+    ASSERT_TRUE(gpu != NULL);
+
+    std::vector<uct_mem_h> memhs;
+    std::vector<uint64_t> tokens;
+    uint32_t high_bits = 0;
+    for (int i = 0; i < count; ++i) {
+        memhs.push_back(reg(gpu + i * 256, 256));
+        uct_rc_gdr_rkey_t key = rkey(memhs.back());
+        tokens.push_back(uct_rc_gdr_rkey_token(&key));
+        high_bits |= key.token_hi;
+        /* the token survives the uct_rkey_t a peer's UCT carries */
+        uct_rc_gdr_rkey_t back = {};
+        ASSERT_EQ(UCS_OK, uct_rc_gdr_rkey_from_uct(uct_rc_gdr_rkey_to_uct(&key),
+                                                   &back));
+        EXPECT_EQ(tokens.back(), uct_rc_gdr_rkey_token(&back));
+    }
+
+    /* 16 draws of 55 bits: no two neighbours a small step apart (a counter
+     * gives 15 steps of 1; chance of one such step at random ~ 2^-40), and
+     * the bits above the key used */
+    int small_steps = 0;
+    for (int i = 1; i < count; ++i) {
+        uint64_t step = (tokens[i] > tokens[i - 1]) ?
+                        tokens[i] - tokens[i - 1] : tokens[i - 1] - tokens[i];
+        small_steps += (step < (1ull << 20));
+    }
+    EXPECT_EQ(0, small_steps);
+    EXPECT_NE(0u, high_bits);
+
+    uint64_t stamp = 0, stamp2 = 0;
+    EXPECT_EQ(UCS_OK, bounce_target(tokens[0], gpu, 256, 0, &stamp));
+    EXPECT_NE(0u, stamp);
+    EXPECT_EQ(UCS_OK, bounce_target(tokens[0], gpu + 128, 128, stamp));
+    EXPECT_EQ(UCS_OK, bounce_target(tokens[1], gpu + 256, 1, 0, &stamp2));
+    EXPECT_NE(stamp, stamp2);
+    {
+        log_capture capture;
+
+        /* another registration's stamp: not the one this part belongs to */
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                  bounce_target(tokens[0], gpu, 1, stamp2));
+        EXPECT_TRUE(contains(captured_log, "reissued"));
+    }
+
+    dereg(memhs[0]);
+    {
+        log_capture capture;
+
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                  bounce_target(tokens[0], gpu + 128, 128, stamp));
+    }
+
+    for (int i = 1; i < count; ++i) {
+        dereg(memhs[i]);
+    }
     close();
     uct_rc_gdr_cuda_mem_free(gpu);
 }
@@ -983,12 +1074,14 @@ TEST_F(md, bounce_target_held_across_copy) {
     const size_t length = 64 * 1024;
     char *gpu           = (char*)gpu_alloc(1, length);
     uct_mem_h memh      = reg(gpu, length);
-    uint32_t token      = rkey(memh).rkey;
-    int done            = 0;
-    int ordinal         = -1;
+    uct_rc_gdr_rkey_t key = rkey(memh);
+    uint64_t token        = uct_rc_gdr_rkey_token(&key);
+    uint64_t stamp        = 0;
+    int done              = 0;
+    int ordinal           = -1;
 
     ASSERT_EQ(UCS_OK, the_module().bounce_hold(m_md, token, (uintptr_t)gpu,
-                                               length, &ordinal));
+                                               length, 0, &ordinal, &stamp));
     EXPECT_EQ(1, ordinal);
 
     /* The memory goes away on another thread, while this one "copies" */
@@ -1089,19 +1182,20 @@ TEST_F(md, fork_child_leaves_registrations) {
         int release = 0, holding = 0;
         struct holder_arg {
             uct_md_h md;
-            uint32_t token;
+            uint64_t token;
             void     *address;
             int      *holding, *release;
-        } arg = {m_md, rkey(gpu_memh).rkey, gpu, &holding, &release};
+        } arg = {m_md, token_of(gpu_memh), gpu, &holding, &release};
 
         if (held) {
             ASSERT_EQ(0, pthread_create(&holder, NULL, [](void *p) -> void* {
                 holder_arg *a = (holder_arg*)p;
+                uint64_t stamp;
                 int gpu_ordinal;
 
                 if (the_module().bounce_hold(a->md, a->token,
-                                             (uintptr_t)a->address, 1,
-                                             &gpu_ordinal) != UCS_OK) {
+                                             (uintptr_t)a->address, 1, 0,
+                                             &gpu_ordinal, &stamp) != UCS_OK) {
                     return NULL;
                 }
                 __atomic_store_n(a->holding, 1, __ATOMIC_RELEASE);
@@ -1144,9 +1238,10 @@ TEST_F(md, fork_child_leaves_registrations) {
     EXPECT_EQ(deregs0, mock_verbs_dereg_count());
     uct_mem_h again = reg(buf, length);
     EXPECT_EQ(rkey0, rkey(again).rkey);
-    EXPECT_EQ(UCS_OK, the_module().bounce_hold(m_md, rkey(gpu_memh).rkey,
-                                               (uintptr_t)gpu, length,
-                                               &ordinal));
+    uint64_t stamp = 0;
+    EXPECT_EQ(UCS_OK, the_module().bounce_hold(m_md, token_of(gpu_memh),
+                                               (uintptr_t)gpu, length, 0,
+                                               &ordinal, &stamp));
     the_module().bounce_release(m_md);
 
     dereg(again);

@@ -323,6 +323,31 @@ test_bounce_direction_policy() {
     [ "$rc" = 0 ]
 }
 
+# A malicious peer over raw verbs against a target serving keyless memory:
+# every crafted request refused and counted, guards intact, queues bounded,
+# an honest peer served afterwards (test/apps/bounce_attacker.c)
+test_bounce_attacker() {
+    UCX_RC_GDR_REG_METHODS=dmabuf with_emulated_gpu timeout 400 \
+        "$B/test/apps/bounce_attacker" rxe0:1 rxe1:1 > "$LOG/attacker.out" 2>&1
+    local rc=$?
+    grep -v '^PASS' "$LOG/attacker.out" | grep -v 'UCX  ERROR' | tail -30
+    [ "$rc" = 0 ] && grep -q '^[0-9]* passed, 0 failed$' "$LOG/attacker.out"
+}
+
+# A user callback destroys its endpoint: the receive path (after an active
+# message handler) and the bounce lane (a completion called from its
+# receive path or from its sweep of a dead endpoint) never touch it again;
+# freed memory poisoned, so that a use after free crashes
+test_callback_destroy() {
+    MALLOC_PERTURB_=165 timeout 120 \
+        "$B/test/apps/uct_callback_destroy" am rxe0:1 rxe1:1 &&
+    MALLOC_PERTURB_=165 UCX_RC_GDR_REG_METHODS=dmabuf with_emulated_gpu \
+        timeout 120 "$B/test/apps/uct_callback_destroy" bounce rxe0:1 rxe1:1 &&
+    MALLOC_PERTURB_=165 UCX_RC_GDR_REG_METHODS=dmabuf \
+        UCX_RC_GDR_FAILURE_TIMEOUT=2s with_emulated_gpu timeout 120 \
+        "$B/test/apps/uct_callback_destroy" bounce-death rxe0:1 rxe1:1
+}
+
 # One direction on the GDR lane, the other bounced: the target's policy
 # travels in its rkey (NO_READ / NO_WRITE), and peers bounce accordingly,
 # the flush read still reaching GPUs that need it.
@@ -417,6 +442,8 @@ run_test bounce_uct_put_get_gpu_either_side     test_bounce uct rxe0:1 rxe1:1
 run_test bounce_peer_killed_buffers_returned    test_bounce_peer_death
 run_test bounce_ucp_put_get_gpu                 test_bounce_ucp
 run_test bounce_when_policy_turns_gdr_off       test_bounce_direction_policy
+run_test bounce_malicious_peer_refused_counted  test_bounce_attacker
+run_test uct_callback_destroys_endpoint        test_callback_destroy
 run_test gdr_one_direction_bounce_the_other     test_one_direction
 run_test mpi_2ranks_gpu_buffers_gdr_lane        test_mpi_gpu_gdr
 run_test mpi_2ranks_gpu_buffers_bounce_lane     test_mpi_gpu_bounce

@@ -20,7 +20,7 @@
 /* Field sizes on the wire, after the header byte and before the crc. */
 #define UCT_RC_GDR_DEV_ADDR_BODY 19  /* flags(1) lid(2) gid(16) */
 #define UCT_RC_GDR_EP_ADDR_BODY  5   /* qpn(3) mtu(1) flags(1) */
-#define UCT_RC_GDR_RKEY_BODY     5   /* rkey(4) flags(1) */
+#define UCT_RC_GDR_RKEY_BODY     8   /* rkey(4) flags(1) token_hi(3) */
 
 
 static void uct_rc_gdr_put_le(uint8_t *p, uint64_t value, unsigned bytes)
@@ -180,6 +180,8 @@ void uct_rc_gdr_rkey_pack(const uct_rc_gdr_rkey_t *rkey, void *buffer)
 
     uct_rc_gdr_put_le(p + 1, rkey->rkey, 4);
     p[5] = rkey->flags;
+    uct_rc_gdr_put_le(p + 6, rkey->token_hi & UCT_RC_GDR_RKEY_TOKEN_HI_MASK,
+                      3);
     uct_rc_gdr_blob_seal(p, UCT_RC_GDR_RKEY_BODY);
 }
 
@@ -201,7 +203,14 @@ ucs_status_t uct_rc_gdr_rkey_unpack_buffer(const void *buffer, size_t length,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    rkey_p->rkey  = (uint32_t)uct_rc_gdr_get_le(p + 1, 4);
-    rkey_p->flags = p[5];
+    if (uct_rc_gdr_get_le(p + 6, 3) & ~(uint64_t)UCT_RC_GDR_RKEY_TOKEN_HI_MASK) {
+        ucs_error("rc_gdr: remote key has a token wider than %u bits",
+                  32 + UCT_RC_GDR_RKEY_TOKEN_HI_BITS);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    rkey_p->rkey     = (uint32_t)uct_rc_gdr_get_le(p + 1, 4);
+    rkey_p->flags    = p[5];
+    rkey_p->token_hi = (uint32_t)uct_rc_gdr_get_le(p + 6, 3);
     return UCS_OK;
 }

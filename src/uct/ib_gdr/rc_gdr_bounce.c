@@ -43,6 +43,14 @@ ucs_config_field_t uct_rc_gdr_bounce_config_table[] = {
      ucs_offsetof(uct_rc_gdr_bounce_config_t, pool_size),
      UCS_CONFIG_TYPE_UINT},
 
+    {"BOUNCE_TIMEOUT", UCT_RC_GDR_BOUNCE_TIMEOUT_DEFAULT,
+     "Host bounce lane: how long a transfer to memory without a NIC key waits "
+     "for a peer that is alive (its QP acknowledges) but neither answers nor "
+     "returns the credits for the transfer's next message; the transfer then "
+     "ends with UCS_ERR_TIMED_OUT. Each answer or message sent restarts it. "
+     "A dead peer is found sooner, by FAILURE_TIMEOUT.",
+     ucs_offsetof(uct_rc_gdr_bounce_config_t, timeout), UCS_CONFIG_TYPE_TIME},
+
     {NULL}
 };
 
@@ -258,7 +266,8 @@ uct_rc_gdr_bounce_ep_t *uct_rc_gdr_bounce_ep_get(uct_rc_gdr_ep_t *ep)
     ucs_list_head_init(&bep->wires);
     ucs_list_head_init(&bep->sendq);
     ucs_list_head_init(&bep->flushes);
-    bep->last_probe = ucs_get_time();
+    bep->last_probe         = ucs_get_time();
+    bep->last_timeout_check = bep->last_probe;
     ucs_list_add_tail(&iface->bounce->eps, &bep->list);
     ++iface->lane_users; /* progress calls the lane from now on */
     ep->bounce = bep;
@@ -366,13 +375,25 @@ static unsigned uct_rc_gdr_bounce_ep_sweep(uct_rc_gdr_bounce_ep_t *bep)
     uct_rc_gdr_bounce_wire_t *wire, *twire;
     unsigned count      = 0;
 
-    ucs_list_for_each_safe(wire, twire, &bep->sendq, sendq) {
-        if (!dead && (wire->post_status == UCS_OK)) {
-            continue;
+    /* one at a time: a completion may end a transfer, whose user callback
+     * may destroy the endpoint (then bep->gone) */
+    for (;;) {
+        wire = NULL;
+        ucs_list_for_each(twire, &bep->sendq, sendq) {
+            if (dead || (twire->post_status != UCS_OK)) {
+                wire = twire;
+                break;
+            }
+        }
+        if (wire == NULL) {
+            break;
         }
         uct_rc_gdr_bounce_wire_dequeue(wire);
         uct_invoke_completion(&wire->comp, dead ? status : wire->post_status);
         ++count;
+        if (bep->gone) {
+            return count;
+        }
     }
 
     if (!dead) {
@@ -401,9 +422,57 @@ static unsigned uct_rc_gdr_bounce_ep_sweep(uct_rc_gdr_bounce_ep_t *bep)
         }
         uct_rc_gdr_bounce_xfer_replied(xfer, status);
         ++count;
+        if (bep->gone) {
+            return count;
+        }
     }
 
     bep->rx.active = 0;
+    return count;
+}
+
+
+/* A live peer that neither answers a transfer nor takes its next message
+ * (returns no credits) in BOUNCE_TIMEOUT: the transfer ends with
+ * UCS_ERR_TIMED_OUT, its queued messages with it (the sweep posts nothing
+ * of a unit marked failed). One at a time: each may call the user. */
+static unsigned uct_rc_gdr_bounce_ep_timeouts(uct_rc_gdr_bounce_ep_t *bep,
+                                              ucs_time_t now)
+{
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_bounce_ep_iface(bep);
+    uct_rc_gdr_bounce_xfer_t *xfer, *expired;
+    uct_rc_gdr_bounce_wire_t *wire;
+    unsigned count = 0;
+
+    while (bep->num_awaiting > 0) {
+        expired = NULL;
+        ucs_list_for_each(xfer, &bep->xfers, list) {
+            if (xfer->awaiting && (now > xfer->deadline)) {
+                expired = xfer;
+                break;
+            }
+        }
+        if (expired == NULL) {
+            break;
+        }
+
+        ++iface->stats.bounce_timeouts;
+        ucs_warn("rc_gdr: QP 0x%x: bounce transfer %u (%zu bytes): the peer "
+                 "did not answer in %.1f s (UCX_RC_GDR_BOUNCE_TIMEOUT)",
+                 bep->ep->qp->qp_num, expired->id, expired->length,
+                 ucs_time_to_sec(iface->bounce->timeout));
+        ucs_list_for_each(wire, &bep->sendq, sendq) {
+            if ((wire->xfer == expired) && (wire->post_status == UCS_OK)) {
+                wire->post_status = UCS_ERR_TIMED_OUT;
+            }
+        }
+        uct_rc_gdr_bounce_xfer_replied(expired, UCS_ERR_TIMED_OUT);
+        ++count;
+        if (bep->gone) {
+            break;
+        }
+    }
+
     return count;
 }
 
@@ -415,12 +484,26 @@ static unsigned uct_rc_gdr_bounce_ep_progress(uct_rc_gdr_bounce_ep_t *bep)
     unsigned count;
     ucs_time_t now;
 
-    if (ucs_list_is_empty(&bep->sendq) && (bep->num_awaiting == 0) &&
-        ucs_list_is_empty(&bep->pending_gets)) {
+    if (bep->gone ||
+        (ucs_list_is_empty(&bep->sendq) && (bep->num_awaiting == 0) &&
+         ucs_list_is_empty(&bep->pending_gets))) {
         return 0;
     }
 
-    count = uct_rc_gdr_bounce_ep_sweep(bep);
+    count = 0;
+    if ((bep->num_awaiting > 0) && !uct_rc_gdr_bounce_ep_is_dead(bep)) {
+        now = ucs_get_time();
+        if ((now - bep->last_timeout_check) >
+            ucs_time_from_sec(UCT_RC_GDR_BOUNCE_PROBE_INTERVAL)) {
+            bep->last_timeout_check = now;
+            count += uct_rc_gdr_bounce_ep_timeouts(bep, now);
+            if (bep->gone) {
+                return count;
+            }
+        }
+    }
+
+    count += uct_rc_gdr_bounce_ep_sweep(bep);
     if (uct_rc_gdr_bounce_ep_is_dead(bep)) {
         return count;
     }
@@ -436,9 +519,10 @@ static unsigned uct_rc_gdr_bounce_ep_progress(uct_rc_gdr_bounce_ep_t *bep)
         ++count;
     }
 
-    /* waiting for the peer with nothing in flight: probe it, so that its
-     * death shows as a failed work request */
-    if ((bep->num_awaiting > 0) && (ep->num_outstanding == 0)) {
+    /* waiting for the peer with nothing in flight that reports: probe it,
+     * so that its death shows as a failed work request */
+    if ((bep->num_awaiting > 0) &&
+        (ep->num_outstanding <= ep->unsignaled)) {
         now = ucs_get_time();
         if ((now - bep->last_probe) >
             ucs_time_from_sec(UCT_RC_GDR_BOUNCE_PROBE_INTERVAL)) {
@@ -462,6 +546,8 @@ static unsigned uct_rc_gdr_bounce_progress(uct_rc_gdr_iface_t *iface)
         return 0;
     }
 
+    /* endpoints a callback destroys stay listed (gone) until the end */
+    uct_rc_gdr_bounce_enter(b);
     for (i = 0; i < b->num_gpus; ++i) {
         if (b->engines[i] != NULL) {
             count += uct_rc_gdr_stage_progress(b->engines[i]);
@@ -471,6 +557,7 @@ static unsigned uct_rc_gdr_bounce_progress(uct_rc_gdr_iface_t *iface)
     ucs_list_for_each_safe(bep, tmp, &b->eps, list) {
         count += uct_rc_gdr_bounce_ep_progress(bep);
     }
+    uct_rc_gdr_bounce_leave(b);
 
     /* a transfer that ended (also inside a send completion) freed what
      * others may wait for */
@@ -494,6 +581,34 @@ static const uct_rc_gdr_iface_lane_ops_t uct_rc_gdr_bounce_lane_ops = {
 /* ------------------------------------------------------------------------
  * Setup and teardown
  * ------------------------------------------------------------------------ */
+
+/* The lane state of an endpoint gone, no lane call on the stack */
+static void uct_rc_gdr_bounce_ep_free(uct_rc_gdr_bounce_iface_t *b,
+                                      uct_rc_gdr_bounce_ep_t *bep)
+{
+    ucs_list_del(&bep->list);
+    --b->iface->lane_users;
+    ucs_free(bep);
+}
+
+
+void uct_rc_gdr_bounce_leave(uct_rc_gdr_bounce_iface_t *b)
+{
+    uct_rc_gdr_bounce_ep_t *bep, *tmp;
+
+    ucs_assert(b->depth > 0);
+    if ((--b->depth > 0) || (b->num_gone == 0)) {
+        return;
+    }
+
+    ucs_list_for_each_safe(bep, tmp, &b->eps, list) {
+        if (bep->gone) {
+            uct_rc_gdr_bounce_ep_free(b, bep);
+        }
+    }
+    b->num_gone = 0;
+}
+
 
 void uct_rc_gdr_bounce_ep_cleanup(uct_rc_gdr_ep_t *ep)
 {
@@ -548,10 +663,13 @@ void uct_rc_gdr_bounce_ep_cleanup(uct_rc_gdr_ep_t *ep)
         ucs_free(flush);
     }
 
-    ucs_list_del(&bep->list);
-    --uct_rc_gdr_ep_iface(ep)->lane_users;
-    ucs_free(bep);
     ep->bounce = NULL;
+    bep->ep    = NULL;
+    if (b->depth > 0) {
+        ++b->num_gone; /* a lane loop may still hold it: freed on leave */
+    } else {
+        uct_rc_gdr_bounce_ep_free(b, bep);
+    }
     uct_rc_gdr_bounce_update_stats(b);
 }
 
@@ -567,9 +685,10 @@ ucs_status_t uct_rc_gdr_bounce_iface_init(uct_rc_gdr_iface_t *iface,
         (config->chunk_size > UCT_RC_GDR_BOUNCE_CHUNK_SIZE_MAX) ||
         (config->depth == 0) ||
         (config->depth > UCT_RC_GDR_STAGE_DEPTH_MAX) ||
-        (config->pool_size == 0)) {
+        (config->pool_size == 0) || !(config->timeout > 0)) {
         ucs_error("rc_gdr: invalid configuration: BOUNCE_CHUNK_SIZE must be "
-                  "%d..%lu, BOUNCE_DEPTH 1..%d, BOUNCE_POOL_SIZE > 0",
+                  "%d..%lu, BOUNCE_DEPTH 1..%d, BOUNCE_POOL_SIZE > 0, "
+                  "BOUNCE_TIMEOUT > 0",
                   UCT_RC_GDR_STAGE_CHUNK_SIZE_MIN,
                   UCT_RC_GDR_BOUNCE_CHUNK_SIZE_MAX,
                   UCT_RC_GDR_STAGE_DEPTH_MAX);
@@ -585,6 +704,7 @@ ucs_status_t uct_rc_gdr_bounce_iface_init(uct_rc_gdr_iface_t *iface,
     b->iface    = iface;
     b->md       = md;
     b->config   = *config;
+    b->timeout  = ucs_time_from_sec(config->timeout);
     b->msg_max  = ucs_min(config->chunk_size,
                           iface->config.seg_size -
                           sizeof(uct_rc_gdr_bounce_hdr_t));
@@ -622,7 +742,9 @@ void uct_rc_gdr_bounce_iface_cleanup(uct_rc_gdr_iface_t *iface)
         return;
     }
 
-    /* endpoints still open: their transfers end here, without callbacks */
+    /* endpoints still open: their transfers end here, without callbacks
+     * (those already gone were freed when the last lane call returned) */
+    ucs_assert(b->depth == 0);
     while (!ucs_list_is_empty(&b->eps)) {
         uct_rc_gdr_bounce_ep_cleanup(ucs_list_head(&b->eps,
                                                    uct_rc_gdr_bounce_ep_t,

@@ -84,10 +84,20 @@ static ucs_status_t uct_rc_gdr_bounce_stage_post(void *arg, unsigned chunk,
     uct_rc_gdr_bounce_xfer_t *xfer = arg;
     uct_rc_gdr_bounce_ep_t *bep    = xfer->bep;
     uct_rc_gdr_bounce_wire_t *wire;
+    ucs_status_t status;
     uint8_t type;
 
     if (uct_rc_gdr_bounce_ep_is_dead(bep)) {
         return uct_rc_gdr_bounce_ep_dead_status(bep);
+    }
+
+    if (xfer->kind == UCT_RC_GDR_BOUNCE_SERVE_GET) {
+        /* copied, not yet sent: the bytes go out only if the memory was
+         * still registered after the copy (so before any reuse) */
+        status = uct_rc_gdr_bounce_serve_check(xfer, offset, length);
+        if (status != UCS_OK) {
+            return status;
+        }
     }
 
     if ((xfer->kind == UCT_RC_GDR_BOUNCE_PUT_STAGED) ||
@@ -110,7 +120,8 @@ static ucs_status_t uct_rc_gdr_bounce_stage_post(void *arg, unsigned chunk,
     wire->lkey   = uct_rc_gdr_bounce_buf_lkey(buf);
     wire->length = length;
     if (type == UCT_RC_GDR_BOUNCE_MSG_PUT_DATA) {
-        wire->hdr.token = xfer->rkey.rkey;
+        wire->hdr.token    = xfer->rkey.rkey;
+        wire->hdr.token_hi = xfer->rkey.token_hi;
         wire->hdr.addr  = xfer->remote_addr + offset;
         wire->last      = (offset + length == xfer->length);
     } else {
@@ -299,8 +310,9 @@ uct_rc_gdr_bounce_start(uct_rc_gdr_bounce_ep_t *bep, int is_put,
             status = UCS_ERR_NO_MEMORY;
             goto err_del;
         }
-        wire->hdr.token  = rkey->rkey;
-        wire->hdr.addr   = remote_addr;
+        wire->hdr.token    = rkey->rkey;
+        wire->hdr.token_hi = rkey->token_hi;
+        wire->hdr.addr     = remote_addr;
         wire->hdr.length = xfer->length;
     } else if ((xfer->kind == UCT_RC_GDR_BOUNCE_PUT_MSG) && !local->staged) {
         /* the data straight from its NIC key (or copied into each message:
@@ -316,8 +328,9 @@ uct_rc_gdr_bounce_start(uct_rc_gdr_bounce_ep_t *bep, int is_put,
         wire->lkey      = local->lkey;
         wire->length    = xfer->length;
         wire->last      = 1;
-        wire->hdr.token = rkey->rkey;
-        wire->hdr.addr  = remote_addr;
+        wire->hdr.token    = rkey->rkey;
+        wire->hdr.token_hi = rkey->token_hi;
+        wire->hdr.addr     = remote_addr;
     } else {
         status = uct_rc_gdr_bounce_xfer_stage(xfer, engine);
         if (status != UCS_OK) {
@@ -335,6 +348,7 @@ uct_rc_gdr_bounce_start(uct_rc_gdr_bounce_ep_t *bep, int is_put,
     if (remote_keyless) {
         ++xfer->refs;
         xfer->awaiting = 1;
+        xfer->deadline = ucs_get_time() + b->timeout;
         ++bep->num_awaiting;
     }
 
@@ -583,6 +597,9 @@ void uct_rc_gdr_bounce_ep_check_flushes(uct_rc_gdr_bounce_ep_t *bep)
         if (!flush->barrier_passed) {
             flush->barrier_passed = 1;
             uct_invoke_completion(&flush->comp, UCS_OK);
+            if (bep->gone) {
+                break; /* the user destroyed the endpoint: flushes freed */
+            }
         }
     }
 }
@@ -651,7 +668,8 @@ static uct_rc_gdr_bounce_xfer_t *
 uct_rc_gdr_bounce_recv_find(uct_rc_gdr_bounce_ep_t *bep,
                             const uct_rc_gdr_bounce_hdr_t *hdr)
 {
-    uct_rc_gdr_bounce_iface_t *b = uct_rc_gdr_bounce_ep_iface(bep)->bounce;
+    uct_rc_gdr_iface_t *iface    = uct_rc_gdr_bounce_ep_iface(bep);
+    uct_rc_gdr_bounce_iface_t *b = iface->bounce;
     uct_rc_gdr_bounce_xfer_t *xfer;
     khiter_t iter;
 
@@ -663,10 +681,12 @@ uct_rc_gdr_bounce_recv_find(uct_rc_gdr_bounce_ep_t *bep,
          ((xfer->kind != UCT_RC_GDR_BOUNCE_GET_MSG) ||
           (hdr->addr > xfer->length) ||
           (hdr->length > xfer->length - hdr->addr)))) {
-        ucs_error("rc_gdr: QP 0x%x: unexpected bounce message type %u for "
-                  "transfer %u (offset %" PRIu64 ", %" PRIu64 " bytes): "
-                  "dropped", bep->ep->qp->qp_num, hdr->type, hdr->xfer_id,
-                  hdr->addr, hdr->length);
+        if (iface->stats.bounce_unexpected++ == 0) {
+            ucs_error("rc_gdr: QP 0x%x: unexpected bounce message type %u "
+                      "for transfer %u (offset %" PRIu64 ", %" PRIu64
+                      " bytes): dropped (counted)", bep->ep->qp->qp_num,
+                      hdr->type, hdr->xfer_id, hdr->addr, hdr->length);
+        }
         return NULL;
     }
 
@@ -687,6 +707,20 @@ void uct_rc_gdr_bounce_recv_get_data(uct_rc_gdr_bounce_ep_t *bep,
         return;
     }
 
+    /* The target sends a get's data once, in order: a repeated or skipped
+     * part would complete the get early, over bytes never written */
+    if (hdr->addr != xfer->received) {
+        if (uct_rc_gdr_bounce_ep_iface(bep)->stats.bounce_unexpected++ == 0) {
+            ucs_error("rc_gdr: QP 0x%x: bounce get %u: data for offset %"
+                      PRIu64 ", expected %zu: the get fails (counted)",
+                      bep->ep->qp->qp_num, hdr->xfer_id, hdr->addr,
+                      xfer->received);
+        }
+        uct_rc_gdr_bounce_xfer_replied(xfer, UCS_ERR_IO_ERROR);
+        return;
+    }
+
+    xfer->deadline = ucs_get_time() + b->timeout;
     if ((xfer->status == UCS_OK) && (hdr->length > 0)) {
         if (xfer->gpu >= 0) {
             status = uct_rc_gdr_bounce_copy_h2d(b, xfer->gpu,

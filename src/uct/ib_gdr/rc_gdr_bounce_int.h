@@ -58,6 +58,12 @@
  * often, so that a dead peer is found by the QP's own timeout. */
 #define UCT_RC_GDR_BOUNCE_PROBE_INTERVAL 0.1 /* seconds */
 #define UCT_RC_GDR_BOUNCE_CHUNK_SIZE_MAX (1ul << 30)
+/* Replies (ACKs) waiting for credits on one endpoint. A peer of this build
+ * has at most UCT_RC_GDR_BOUNCE_EP_MAX_XFERS transfers waiting for a reply;
+ * past that it asked for more than the protocol allows, and what does not
+ * fit is dropped (counted): a peer that never returns credits cannot make
+ * the target's memory grow. */
+#define UCT_RC_GDR_BOUNCE_EP_MAX_ACKS    UCT_RC_GDR_BOUNCE_EP_MAX_XFERS
 
 
 /*
@@ -84,8 +90,9 @@ typedef struct UCS_S_PACKED uct_rc_gdr_bounce_hdr {
     int32_t  status;    /* ACK: ucs_status_t */
     uint32_t xfer_id;   /* the initiator's transfer */
     uint32_t chunk;     /* PUT_DATA: message index in the transfer, from 0 */
-    uint32_t token;     /* PUT_DATA, GET_REQ: target registration */
-    uint32_t reserved2;
+    uint32_t token;     /* PUT_DATA, GET_REQ: target registration, the
+                           rkey's key bits */
+    uint32_t token_hi;  /* and its token_hi (rc_gdr_addr.h) */
     uint64_t addr;      /* PUT_DATA, GET_REQ: target address;
                            GET_DATA: offset in the transfer */
     uint64_t length;    /* GET_REQ: bytes asked; else payload bytes */
@@ -154,6 +161,13 @@ struct uct_rc_gdr_bounce_xfer {
     uint64_t                 remote_addr;
     uct_rc_gdr_rkey_t        rkey;        /* rkey field: NIC key or token */
     uint32_t                 next_msg;    /* PUT_MSG: next PUT_DATA index */
+    uint64_t                 token;       /* SERVE_GET: what the peer named */
+    uint64_t                 stamp;       /* SERVE_GET: the registration the
+                                             first check found; each chunk
+                                             is checked against it again */
+    ucs_time_t               deadline;    /* awaiting: the peer must have
+                                             answered, or taken a message,
+                                             by then */
     void                     *owned;      /* heap copy freed at the end */
     uct_unpack_callback_t    unpack_cb;   /* get_bcopy, with `owned` */
     void                     *unpack_arg;
@@ -188,9 +202,14 @@ struct uct_rc_gdr_bounce_ep {
     unsigned                 num_xfers;
     unsigned                 num_awaiting;
     unsigned                 num_served;  /* serving + pending_gets */
+    unsigned                 num_acks;    /* ACKs queued, not yet posted */
+    unsigned                 num_queued;  /* units in sendq */
     uint64_t                 next_seq;
     ucs_time_t               last_probe;
-    int                      gone;        /* cleanup: no callbacks, no posts */
+    ucs_time_t               last_timeout_check;
+    int                      gone;        /* cleanup: no callbacks, no posts;
+                                             freed when no lane call is on
+                                             the stack (bounce->depth) */
     struct {                              /* target: the put arriving */
         uint32_t             id;
         uint32_t             next_chunk;
@@ -218,6 +237,12 @@ struct uct_rc_gdr_bounce_iface {
     int                              blocked;   /* refused for the lane's
                                                    own resources */
     uint64_t                         sync_staged_bytes;
+    ucs_time_t                       timeout;   /* BOUNCE_TIMEOUT */
+    unsigned                         depth;     /* lane calls on the stack
+                                                   that may call the user,
+                                                   who may destroy an
+                                                   endpoint */
+    unsigned                         num_gone;  /* endpoints to free */
     unsigned                         events;    /* transfers ended since the
                                                    last progress */
 };
@@ -246,9 +271,20 @@ static inline int uct_rc_gdr_bounce_ep_is_dead(uct_rc_gdr_bounce_ep_t *bep)
 static inline ucs_status_t
 uct_rc_gdr_bounce_ep_dead_status(uct_rc_gdr_bounce_ep_t *bep)
 {
-    return (bep->ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) ? bep->ep->status :
-           UCS_ERR_CANCELED;
+    return (!bep->gone && (bep->ep->flags & UCT_RC_GDR_EP_FLAG_FAILED)) ?
+           bep->ep->status : UCS_ERR_CANCELED;
 }
+
+
+/* Around lane code that may call the user, who may destroy endpoints: their
+ * lane state is freed when the outermost call returns (bep->gone until
+ * then), so that no loop of the lane walks freed memory */
+static inline void uct_rc_gdr_bounce_enter(uct_rc_gdr_bounce_iface_t *b)
+{
+    ++b->depth;
+}
+
+void uct_rc_gdr_bounce_leave(uct_rc_gdr_bounce_iface_t *b);
 
 
 /* No user callback once the user let the endpoint go */
@@ -341,6 +377,10 @@ void uct_rc_gdr_bounce_recv_ack(uct_rc_gdr_bounce_ep_t *bep,
 /** Starts answering a validated get; UCS_ERR_NO_RESOURCE keeps it waiting
  *  for a staging buffer. */
 ucs_status_t uct_rc_gdr_bounce_serve_start(uct_rc_gdr_bounce_xfer_t *xfer);
+
+/** A chunk of a served get is still the registration's to send. */
+ucs_status_t uct_rc_gdr_bounce_serve_check(uct_rc_gdr_bounce_xfer_t *xfer,
+                                           size_t offset, size_t length);
 
 void uct_rc_gdr_bounce_recv_put_data(uct_rc_gdr_bounce_ep_t *bep,
                                      const uct_rc_gdr_bounce_hdr_t *hdr,

@@ -22,11 +22,44 @@
 
 /* What a peer names: a live token, the range inside its registration
  * (checked by the md). Nothing is touched before this passed. */
-static ucs_status_t uct_rc_gdr_bounce_target(uct_rc_gdr_bounce_iface_t *b,
-                                             uint32_t token, uint64_t address,
-                                             uint64_t length, int *gpu_p)
+static uint64_t uct_rc_gdr_bounce_hdr_token(const uct_rc_gdr_bounce_hdr_t *hdr)
 {
-    return uct_rc_gdr_md_bounce_target(b->md, token, address, length, gpu_p);
+    return ((uint64_t)hdr->token_hi << 32) | hdr->token;
+}
+
+
+static ucs_status_t uct_rc_gdr_bounce_target(uct_rc_gdr_bounce_iface_t *b,
+                                             uint64_t token, uint64_t address,
+                                             uint64_t length, int *gpu_p,
+                                             uint64_t *stamp_p)
+{
+    return uct_rc_gdr_md_bounce_target(b->md, token, address, length, 0,
+                                       gpu_p, stamp_p);
+}
+
+
+/* Each chunk of a served get, after its copy and before it is sent: the
+ * registration the request named is still the one alive, and the chunk in
+ * its bytes. Memory freed (or deregistered) meanwhile stops the get: the
+ * peer gets an error, never the bytes of whatever lives there now. */
+ucs_status_t uct_rc_gdr_bounce_serve_check(uct_rc_gdr_bounce_xfer_t *xfer,
+                                           size_t offset, size_t length)
+{
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_bounce_ep_iface(xfer->bep);
+    uint64_t stamp;
+    int gpu;
+
+    if ((uct_rc_gdr_md_bounce_target(iface->bounce->md, xfer->token,
+                                     (uintptr_t)xfer->local + offset, length,
+                                     xfer->stamp, &gpu, &stamp) == UCS_OK) &&
+        (gpu == xfer->gpu)) {
+        return UCS_OK;
+    }
+
+    ++iface->stats.bounce_revoked;
+    ucs_debug("rc_gdr: bounce get %u served from %p: the registration went "
+              "away at offset %zu: stopped", xfer->id, xfer->local, offset);
+    return UCS_ERR_INVALID_ADDR;
 }
 
 
@@ -73,6 +106,7 @@ void uct_rc_gdr_bounce_recv_put_data(uct_rc_gdr_bounce_ep_t *bep,
     uct_rc_gdr_iface_t *iface    = uct_rc_gdr_bounce_ep_iface(bep);
     uct_rc_gdr_bounce_iface_t *b = iface->bounce;
     ucs_status_t status;
+    uint64_t stamp;
     int gpu;
 
     if ((hdr->chunk == 0) || !bep->rx.active ||
@@ -99,9 +133,9 @@ void uct_rc_gdr_bounce_recv_put_data(uct_rc_gdr_bounce_ep_t *bep,
      * the registration is held from the check to the end of the copy, so a
      * free hook on another thread cannot release the memory in between */
     if (bep->rx.status == UCS_OK) {
-        status = uct_rc_gdr_md_bounce_target_hold(b->md, hdr->token,
-                                                  hdr->addr, hdr->length,
-                                                  &gpu);
+        status = uct_rc_gdr_md_bounce_target_hold(
+                b->md, uct_rc_gdr_bounce_hdr_token(hdr), hdr->addr,
+                hdr->length, 0, &gpu, &stamp);
         if (status != UCS_OK) {
             ++iface->stats.bounce_refused;
             bep->rx.status = status;
@@ -128,6 +162,7 @@ void uct_rc_gdr_bounce_recv_get_req(uct_rc_gdr_bounce_ep_t *bep,
     uct_rc_gdr_bounce_iface_t *b = iface->bounce;
     uct_rc_gdr_bounce_xfer_t *xfer;
     ucs_status_t status;
+    uint64_t stamp;
     int gpu;
 
     if ((hdr->length == 0) ||
@@ -142,8 +177,8 @@ void uct_rc_gdr_bounce_recv_get_req(uct_rc_gdr_bounce_ep_t *bep,
         return;
     }
 
-    status = uct_rc_gdr_bounce_target(b, hdr->token, hdr->addr, hdr->length,
-                                      &gpu);
+    status = uct_rc_gdr_bounce_target(b, uct_rc_gdr_bounce_hdr_token(hdr),
+                                      hdr->addr, hdr->length, &gpu, &stamp);
     if (status != UCS_OK) {
         ++iface->stats.bounce_refused;
         uct_rc_gdr_bounce_send_ack(bep, hdr->xfer_id, status);
@@ -164,6 +199,8 @@ void uct_rc_gdr_bounce_recv_get_req(uct_rc_gdr_bounce_ep_t *bep,
     xfer->status = UCS_OK;
     xfer->local  = (char*)hdr->addr;
     xfer->length = hdr->length;
+    xfer->token  = uct_rc_gdr_bounce_hdr_token(hdr);
+    xfer->stamp  = stamp;
     ++bep->num_served;
     ucs_list_add_tail(&bep->pending_gets, &xfer->list);
     if (ucs_list_is_only(&bep->pending_gets, &xfer->list)) {

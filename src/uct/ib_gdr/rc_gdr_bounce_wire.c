@@ -60,7 +60,7 @@ uct_rc_gdr_bounce_wire_new(uct_rc_gdr_bounce_ep_t *bep,
 void uct_rc_gdr_bounce_wire_free(uct_rc_gdr_bounce_wire_t *wire)
 {
     if (wire->queued) {
-        ucs_list_del(&wire->sendq);
+        uct_rc_gdr_bounce_wire_dequeue(wire);
     }
     ucs_list_del(&wire->list);
     ucs_free(wire);
@@ -69,8 +69,17 @@ void uct_rc_gdr_bounce_wire_free(uct_rc_gdr_bounce_wire_t *wire)
 
 void uct_rc_gdr_bounce_wire_enqueue(uct_rc_gdr_bounce_wire_t *wire)
 {
+    uct_rc_gdr_bounce_ep_t *bep      = wire->bep;
+    uct_rc_gdr_iface_stats_t *stats = &uct_rc_gdr_bounce_ep_iface(bep)->stats;
+
     wire->queued = 1;
-    ucs_list_add_tail(&wire->bep->sendq, &wire->sendq);
+    ucs_list_add_tail(&bep->sendq, &wire->sendq);
+    if (wire->hdr.type == UCT_RC_GDR_BOUNCE_MSG_ACK) {
+        ++bep->num_acks;
+    }
+    if (++bep->num_queued > stats->bounce_queued_max) {
+        stats->bounce_queued_max = bep->num_queued;
+    }
 }
 
 
@@ -79,6 +88,11 @@ void uct_rc_gdr_bounce_wire_dequeue(uct_rc_gdr_bounce_wire_t *wire)
     ucs_assert(wire->queued);
     wire->queued = 0;
     ucs_list_del(&wire->sendq);
+    --wire->bep->num_queued;
+    if (wire->hdr.type == UCT_RC_GDR_BOUNCE_MSG_ACK) {
+        ucs_assert(wire->bep->num_acks > 0);
+        --wire->bep->num_acks;
+    }
 }
 
 
@@ -89,6 +103,8 @@ static void uct_rc_gdr_bounce_wire_done(uct_completion_t *self)
                                                       uct_rc_gdr_bounce_wire_t,
                                                       comp);
     uct_rc_gdr_bounce_xfer_t *xfer = wire->xfer;
+    uct_rc_gdr_bounce_iface_t *b   = uct_rc_gdr_bounce_ep_iface(wire->bep)->
+                                     bounce;
     ucs_status_t status            = self->status;
     uint8_t report                 = wire->report;
     unsigned chunk                 = wire->chunk;
@@ -98,6 +114,9 @@ static void uct_rc_gdr_bounce_wire_done(uct_completion_t *self)
     }
     uct_rc_gdr_bounce_wire_free(wire);
 
+    /* from a send completion too: the user's callback may destroy the
+     * endpoint while the lane still walks it */
+    uct_rc_gdr_bounce_enter(b);
     switch (report) {
     case UCT_RC_GDR_BOUNCE_REPORT_STAGE:
         if (status == UCS_OK) {
@@ -112,6 +131,7 @@ static void uct_rc_gdr_bounce_wire_done(uct_completion_t *self)
     default:
         break;
     }
+    uct_rc_gdr_bounce_leave(b);
 }
 
 
@@ -185,6 +205,10 @@ uct_rc_gdr_bounce_wire_post_msg(uct_rc_gdr_bounce_wire_t *wire)
 
     ++wire->comp.count;
     wire->posted += length;
+    if ((wire->xfer != NULL) && wire->xfer->awaiting) {
+        /* the peer took a message (its credits came): it is alive */
+        wire->xfer->deadline = ucs_get_time() + b->timeout;
+    }
     if (hdr->type == UCT_RC_GDR_BOUNCE_MSG_PUT_DATA) {
         ++wire->xfer->next_msg;
         if (hdr->flags & UCT_RC_GDR_BOUNCE_MSG_FLAG_LAST) {
@@ -238,7 +262,20 @@ void uct_rc_gdr_bounce_ep_pump(uct_rc_gdr_bounce_ep_t *bep)
 void uct_rc_gdr_bounce_send_ack(uct_rc_gdr_bounce_ep_t *bep,
                                        uint32_t xfer_id, ucs_status_t status)
 {
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_bounce_ep_iface(bep);
     uct_rc_gdr_bounce_wire_t *wire;
+
+    /* A peer that asks for more replies than it may have outstanding, and
+     * does not return the credits to send them, loses the excess */
+    if (bep->num_acks >= UCT_RC_GDR_BOUNCE_EP_MAX_ACKS) {
+        if (iface->stats.bounce_acks_dropped++ == 0) {
+            ucs_error("rc_gdr: QP 0x%x: %u bounce replies wait for credits "
+                      "the peer does not return: reply to transfer %u "
+                      "dropped (protocol error, counted)",
+                      bep->ep->qp->qp_num, bep->num_acks, xfer_id);
+        }
+        return;
+    }
 
     wire = uct_rc_gdr_bounce_wire_new(bep, NULL, UCT_RC_GDR_BOUNCE_REPORT_NONE,
                                       UCT_RC_GDR_BOUNCE_MSG_ACK);
@@ -266,8 +303,11 @@ void uct_rc_gdr_bounce_recv(uct_rc_gdr_iface_t *iface, uct_rc_gdr_ep_t *ep,
     int ok;
 
     if ((ep == NULL) || (length < sizeof(hdr))) {
-        ucs_error("rc_gdr: bounce message of %zu bytes from %s: dropped",
-                  length, (ep == NULL) ? "an unknown QP" : "a peer");
+        if (iface->stats.bounce_malformed++ == 0) {
+            ucs_error("rc_gdr: bounce message of %zu bytes from %s: dropped "
+                      "(counted)", length,
+                      (ep == NULL) ? "an unknown QP" : "a peer");
+        }
         return;
     }
 
@@ -286,9 +326,11 @@ void uct_rc_gdr_bounce_recv(uct_rc_gdr_iface_t *iface, uct_rc_gdr_ep_t *ep,
         break;
     }
     if (!ok) {
-        ucs_error("rc_gdr: QP 0x%x: malformed bounce message (type %u, "
-                  "length %" PRIu64 ", %zu bytes): dropped", ep->qp->qp_num,
-                  hdr.type, hdr.length, length);
+        if (iface->stats.bounce_malformed++ == 0) {
+            ucs_error("rc_gdr: QP 0x%x: malformed bounce message (type %u, "
+                      "length %" PRIu64 ", %zu bytes): dropped (counted)",
+                      ep->qp->qp_num, hdr.type, hdr.length, length);
+        }
         return;
     }
 
@@ -296,6 +338,8 @@ void uct_rc_gdr_bounce_recv(uct_rc_gdr_iface_t *iface, uct_rc_gdr_ep_t *ep,
     if ((bep == NULL) || bep->gone) {
         return;
     }
+
+    uct_rc_gdr_bounce_enter(iface->bounce);
 
     switch (hdr.type) {
     case UCT_RC_GDR_BOUNCE_MSG_PUT_DATA:
@@ -315,5 +359,6 @@ void uct_rc_gdr_bounce_recv(uct_rc_gdr_iface_t *iface, uct_rc_gdr_ep_t *ep,
         uct_rc_gdr_bounce_recv_ack(bep, &hdr);
         break;
     }
+    uct_rc_gdr_bounce_leave(iface->bounce);
     uct_rc_gdr_bounce_update_stats(iface->bounce);
 }

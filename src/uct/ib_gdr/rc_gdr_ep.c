@@ -659,8 +659,22 @@ void uct_rc_gdr_ep_grant_credits(uct_rc_gdr_ep_t *ep)
 }
 
 
+/* A peer returns at most what we sent: more is a protocol error, capped so
+ * that the count never overflows and never lets us send past its window */
 void uct_rc_gdr_ep_recv_credits(uct_rc_gdr_ep_t *ep, unsigned credits)
 {
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
+    int room                  = (int)iface->config.fc_wnd_size -
+                                ep->fc_credits;
+
+    if (ucs_unlikely((int)credits > room)) {
+        if (iface->stats.credit_overflows++ == 0) {
+            ucs_error("rc_gdr: QP 0x%x: peer returned %u credits, %d were "
+                      "owed: capped (protocol error, counted)",
+                      ep->qp->qp_num, credits, ucs_max(room, 0));
+        }
+        credits = ucs_max(room, 0);
+    }
     ep->fc_credits += credits;
 }
 

@@ -250,20 +250,24 @@ uct_rc_gdr_ep_post_credit(uct_rc_gdr_ep_t *ep, uct_rc_gdr_op_t *op)
 }
 
 
-/* Keepalive: a credit-only message (with whatever credits are owed), unless
- * work in flight already probes the peer, its failure is known, or there is
- * no room (the caller probes again later). A dead peer never acknowledges
- * it, and the QP reports the failure after the configured timeout. */
+/* Keepalive: a signaled credit-only message (with whatever credits are
+ * owed), unless a signaled request in flight already probes the peer, its
+ * failure is known, or there is no room (the caller probes again later). A
+ * dead peer never acknowledges it, and the QP reports the failure after the
+ * configured timeout. Unsignaled requests alone do not probe: acknowledged
+ * before the peer died, they report nothing, ever. */
 static inline ucs_status_t uct_rc_gdr_ep_probe(uct_rc_gdr_ep_t *ep)
 {
     uct_rc_gdr_op_t *op;
 
-    if ((ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) || (ep->num_outstanding > 0) ||
+    if ((ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) ||
+        (ep->num_outstanding > ep->unsignaled) ||
         (uct_rc_gdr_ep_start_internal_op(ep, UCT_RC_GDR_OP_SEND, 0, &op) !=
          UCS_OK)) {
         return UCS_OK;
     }
 
+    op->signaled = 1;
     return uct_rc_gdr_ep_post_credit(ep, op);
 }
 

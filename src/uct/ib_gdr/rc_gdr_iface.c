@@ -418,15 +418,27 @@ static void uct_rc_gdr_iface_handle_recv(uct_rc_gdr_iface_t *iface,
     ++iface->stats.rx_msgs;
     imm = ntohl(wc->imm_data);
     ep  = uct_rc_gdr_iface_lookup_ep(iface, wc->qp_num);
-    if (ep != NULL) {
-        uct_rc_gdr_ep_recv_credits(ep, (imm >> UCT_RC_GDR_IMM_CREDITS_SHIFT) &
-                                       UCT_RC_GDR_IMM_CREDITS_MAX);
+    if (ucs_unlikely(ep == NULL)) {
+        /* no endpoint of ours: nobody the user knows sent it */
+        if (iface->stats.unknown_qp_msgs++ == 0) {
+            ucs_error("rc_gdr: message on QP 0x%x of no endpoint: dropped "
+                      "(counted)", wc->qp_num);
+        }
+        goto out;
     }
 
+    uct_rc_gdr_ep_recv_credits(ep, (imm >> UCT_RC_GDR_IMM_CREDITS_SHIFT) &
+                                   UCT_RC_GDR_IMM_CREDITS_MAX);
     if (imm & UCT_RC_GDR_IMM_CREDIT_ONLY) {
         goto out;
     }
 
+    /* Counted before the callback, which may destroy the endpoint (it is
+     * found again by its QP number afterwards, or not at all). Credits go
+     * back at once even for a kept buffer: the shared receive queue, not
+     * the sender's window, runs out when the user keeps many (the peer then
+     * waits on receiver-not-ready retries). */
+    ++ep->fc_to_return;
     data = uct_rc_gdr_iface_rx_data(iface, buf);
     if (imm & UCT_RC_GDR_IMM_INTERNAL) {
         iface->lane_ops->recv(iface, ep, data, wc->byte_len);
@@ -440,11 +452,8 @@ static void uct_rc_gdr_iface_handle_recv(uct_rc_gdr_iface_t *iface,
         }
     }
 
-    /* Credits go back at once even for a kept buffer: the shared receive
-     * queue, not the sender's window, runs out when the user keeps many
-     * (the peer then waits on receiver-not-ready retries). */
+    ep = uct_rc_gdr_iface_lookup_ep(iface, wc->qp_num);
     if (ep != NULL) {
-        ++ep->fc_to_return;
         uct_rc_gdr_ep_grant_credits(ep);
     }
 

@@ -99,6 +99,23 @@ typedef struct uct_rc_gdr_iface_stats {
     uint64_t                  bounce_refused; /* peers' requests refused */
     uint64_t                  bounce_bufs_in_use; /* staging buffers out */
     uint64_t                  bounce_bufs_max; /* high-water mark of it */
+    /* Appended later (a caller built for the fields above gets those):
+     * what a peer sent that the protocol does not allow, each dropped or
+     * refused (doc/DESIGN.md, "What a peer may do") */
+    uint64_t                  bounce_malformed; /* bad length or type */
+    uint64_t                  bounce_unexpected; /* replies to nothing asked,
+                                                    repeated or out of order */
+    uint64_t                  bounce_revoked; /* served gets stopped: the
+                                                 registration went away */
+    uint64_t                  bounce_acks_dropped; /* replies past the bound
+                                                      of a peer that does not
+                                                      take them */
+    uint64_t                  bounce_timeouts; /* transfers whose live peer
+                                                  did not answer in time */
+    uint64_t                  unknown_qp_msgs; /* from no endpoint: dropped */
+    uint64_t                  credit_overflows; /* credits past the window */
+    uint64_t                  bounce_queued_max; /* most message units queued
+                                                    on one endpoint */
 } uct_rc_gdr_iface_stats_t;
 
 

@@ -33,6 +33,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 
@@ -554,47 +555,67 @@ static void uct_rc_gdr_md_limits_str(uct_rc_gdr_md_t *md, int gpu, char *buf,
 }
 
 
+/* Random bits from the kernel's generator (getrandom), or, should it fail,
+ * from UCS's uuid (time, pid, address: not a counter either) */
+static uint64_t uct_rc_gdr_md_token_random(void)
+{
+    uint64_t value;
+
+    if (getrandom(&value, sizeof(value), GRND_NONBLOCK) == sizeof(value)) {
+        return value;
+    }
+    return ucs_generate_uuid((uintptr_t)&value);
+}
+
+
+/* A token's bits above the 32 of the key: the rkey's token_hi */
+#define UCT_RC_GDR_MD_TOKEN_MASK \
+    (((uint64_t)UCT_RC_GDR_RKEY_TOKEN_HI_MASK << 32) | UINT32_MAX)
+
+
 /*
  * Makes registered bytes reachable by peers' bounce-lane messages, under the
- * cache lock. @a token 0: a fresh one for the registration @a handle (a
- * bounce registration has no NIC key to offer); otherwise the NIC key of
- * @a region, which its rkey already carries.
+ * cache lock. The token is drawn at random, not counted: a peer cannot guess
+ * another registration's from its own. @a nic_key 0: all of its 55 bits, for
+ * the registration @a handle (a bounce registration has no NIC key to
+ * offer); for a @a region, its NIC key, which its rkey already
+ * carries, below 23 random bits.
  */
 static ucs_status_t uct_rc_gdr_md_token_add(uct_rc_gdr_md_t *md,
-                                            uint32_t token,
+                                            uint32_t nic_key,
                                             uct_rc_gdr_rcache_handle_t handle,
                                             uct_rc_gdr_rcache_region_t *region,
-                                            uint32_t *token_p)
+                                            uint64_t *token_p)
 {
+    uint64_t token;
     khiter_t iter;
     int ret;
 
-    if (token == 0) {
-        do {
-            token = ++md->next_token;
-        } while ((token == 0) ||
-                 (kh_get(uct_rc_gdr_token, &md->tokens, token) !=
-                  kh_end(&md->tokens)));
-    }
+    do {
+        token = uct_rc_gdr_md_token_random() & UCT_RC_GDR_MD_TOKEN_MASK;
+        if (region != NULL) {
+            token = (token & ~(uint64_t)UINT32_MAX) | nic_key;
+        }
+    } while ((token == 0) ||
+             (kh_get(uct_rc_gdr_token, &md->tokens, token) !=
+              kh_end(&md->tokens)));
 
     iter = kh_put(uct_rc_gdr_token, &md->tokens, token, &ret);
     if (ret == -1) {
         ucs_error("rc_gdr: %s: failed to add a bounce token", md->name);
         return UCS_ERR_NO_MEMORY;
-    } else if (ret == 0) {
-        ucs_error("rc_gdr: %s: NIC key 0x%x is already a bounce token",
-                  md->name, token);
-        return UCS_ERR_ALREADY_EXISTS;
     }
+    ucs_assert(ret != 0); /* absent, checked above */
 
     kh_value(&md->tokens, iter).handle = handle;
     kh_value(&md->tokens, iter).region = region;
+    kh_value(&md->tokens, iter).stamp  = ++md->next_stamp;
     *token_p                           = token;
     return UCS_OK;
 }
 
 
-static void uct_rc_gdr_md_token_del(uct_rc_gdr_md_t *md, uint32_t token)
+static void uct_rc_gdr_md_token_del(uct_rc_gdr_md_t *md, uint64_t token)
 {
     khiter_t iter = kh_get(uct_rc_gdr_token, &md->tokens, token);
 
@@ -604,14 +625,15 @@ static void uct_rc_gdr_md_token_del(uct_rc_gdr_md_t *md, uint32_t token)
 }
 
 
-ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint32_t token,
+ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint64_t token,
                                          uint64_t address, size_t length,
-                                         int *gpu_p)
+                                         uint64_t expect_stamp, int *gpu_p,
+                                         uint64_t *stamp_p)
 {
     ucs_status_t status;
 
     status = uct_rc_gdr_md_bounce_target_hold(md, token, address, length,
-                                              gpu_p);
+                                              expect_stamp, gpu_p, stamp_p);
     if (status == UCS_OK) {
         uct_rc_gdr_md_bounce_target_release(md);
     }
@@ -626,9 +648,10 @@ void uct_rc_gdr_md_bounce_target_release(uct_rc_gdr_md_t *md)
 
 
 ucs_status_t uct_rc_gdr_md_bounce_target_hold(uct_rc_gdr_md_t *md,
-                                              uint32_t token,
+                                              uint64_t token,
                                               uint64_t address, size_t length,
-                                              int *gpu_p)
+                                              uint64_t expect_stamp,
+                                              int *gpu_p, uint64_t *stamp_p)
 {
     const char *why                    = "an unknown";
     uct_rc_gdr_rcache_region_t *region = NULL;
@@ -649,6 +672,11 @@ ucs_status_t uct_rc_gdr_md_bounce_target_hold(uct_rc_gdr_md_t *md,
      * share pages, and a containing region serves registrations of other
      * bytes too */
     target = kh_value(&md->tokens, iter);
+    if ((expect_stamp != 0) && (target.stamp != expect_stamp)) {
+        why = "a reissued";
+        goto out_unlock;
+    }
+
     if (target.handle != 0) {
         ref    = uct_rc_gdr_rcache_handle_check(md->rcache, target.handle);
         region = (ref == NULL) ? NULL : ref->region;
@@ -670,7 +698,8 @@ ucs_status_t uct_rc_gdr_md_bounce_target_hold(uct_rc_gdr_md_t *md,
         } else {
             /* Held: a free hook on another thread waits until the caller
              * has touched the memory and released it */
-            *gpu_p = gdr_mr->gpu;
+            *gpu_p   = gdr_mr->gpu;
+            *stamp_p = target.stamp;
             return UCS_OK;
         }
     }
@@ -679,7 +708,7 @@ out_unlock:
     uct_rc_gdr_rcache_unlock(md->rcache);
 
     if (status != UCS_OK) {
-        ucs_error("rc_gdr: %s: a peer named %s bounce key 0x%x for "
+        ucs_error("rc_gdr: %s: a peer named %s bounce key 0x%" PRIx64 " for "
                   "0x%" PRIx64 "+%zu: refused", md->name, why, token,
                   address, length);
     }
@@ -924,7 +953,7 @@ ucs_status_t uct_rc_gdr_md_reg(uct_md_h tl_md, void *address, size_t length,
     uct_rc_gdr_mr_t *gdr_mr;
     unsigned access, cache_flags;
     ucs_status_t status;
-    uint32_t token;
+    uint64_t token;
 
     info.mem_type  = UCS_MEMORY_TYPE_HOST;
     info.buffer_id = 0;
@@ -1151,10 +1180,16 @@ ucs_status_t uct_rc_gdr_md_pack(uct_md_h tl_md, uct_mem_h memh,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    /* A bounce registration's key is its own token: the bytes registered */
-    gdr_mr     = uct_rc_gdr_rcache_region_priv(ref->region);
-    rkey.rkey  = (gdr_mr->mr == NULL) ? (uint32_t)ref->priv :
-                                        gdr_mr->mr->rkey;
+    /* A bounce registration's key is its own token: the bytes registered;
+     * a one-direction region's token is its NIC key below random bits */
+    gdr_mr = uct_rc_gdr_rcache_region_priv(ref->region);
+    if (gdr_mr->mr == NULL) {
+        rkey.rkey     = (uint32_t)ref->priv;
+        rkey.token_hi = (uint32_t)(ref->priv >> 32);
+    } else {
+        rkey.rkey     = gdr_mr->mr->rkey;
+        rkey.token_hi = (uint32_t)(gdr_mr->token >> 32);
+    }
     rkey.flags = gdr_mr->rkey_flags;
     uct_rc_gdr_rcache_unlock(md->rcache);
     uct_rc_gdr_rkey_pack(&rkey, rkey_buffer);
@@ -1469,7 +1504,7 @@ ucs_status_t uct_rc_gdr_md_open(uct_component_t *component,
     md->super.ops       = &uct_rc_gdr_md_ops;
     md->super.component = &uct_rc_gdr_component;
     md->stats.size      = sizeof(md->stats);
-    md->next_token      = (uint32_t)ucs_generate_uuid((uintptr_t)md);
+    md->next_stamp      = 0;
     kh_init_inplace(uct_rc_gdr_token, &md->tokens);
     ucs_strncpy_zero(md->name, md_name, sizeof(md->name));
 

@@ -55,7 +55,8 @@ typedef struct uct_rc_gdr_mr {
     uint8_t           lane;         /* uct_rc_gdr_lane_t; host memory: GDR */
     int8_t            gpu;          /* CUDA ordinal, -1 for host memory */
     uint8_t           registered;   /* 0 once released (memory freed) */
-    uint32_t          token;        /* one-direction GPU memory: its NIC key,
+    uint64_t          token;        /* one-direction GPU memory: its NIC key
+                                       and random high bits (rkey token_hi),
                                        which peers name to bounce the other
                                        direction; 0 otherwise */
 } uct_rc_gdr_mr_t;
@@ -70,10 +71,13 @@ typedef struct uct_rc_gdr_mr {
 typedef struct uct_rc_gdr_token_target {
     uct_rc_gdr_rcache_handle_t handle;  /* 0: a region's NIC key */
     uct_rc_gdr_rcache_region_t *region;
+    uint64_t                   stamp;   /* unique in the md's lifetime: a
+                                           token issued again (a NIC key
+                                           reused) is another stamp */
 } uct_rc_gdr_token_target_t;
 
 
-KHASH_MAP_INIT_INT(uct_rc_gdr_token, uct_rc_gdr_token_target_t);
+KHASH_MAP_INIT_INT64(uct_rc_gdr_token, uct_rc_gdr_token_target_t);
 
 
 /* What the gate decided for one GPU seen from this md's NIC. */
@@ -148,7 +152,7 @@ typedef struct uct_rc_gdr_md {
      * inside the bytes registered. Under the cache lock, which every
      * change of a registration holds. */
     khash_t(uct_rc_gdr_token) tokens;
-    uint32_t                  next_token;
+    uint64_t                  next_stamp;
 } uct_rc_gdr_md_t;
 
 
@@ -187,14 +191,20 @@ ucs_status_t uct_rc_gdr_md_reg_internal(uct_rc_gdr_md_t *md, void *address,
  * Validates a bounce-lane target named by a peer: @a token must name a live
  * registration of this md and [address, address + length) lie inside the
  * bytes it registered (not the page-rounded region around them). On success
- * *gpu_p is the CUDA ordinal of the memory.
+ * *gpu_p is the CUDA ordinal of the memory and *stamp_p what identifies this
+ * registration's token for good.
+ *
+ * A transfer served over time checks each part again with the stamp of its
+ * first check as @a expect_stamp (0: any): a token deregistered, or issued
+ * anew to other memory since, is refused.
  *
  * @return UCS_OK, or UCS_ERR_INVALID_ADDR (logged: the peer sent a stale or
- *         corrupt key or address).
+ *         corrupt key or address, or the memory went away meanwhile).
  */
-ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint32_t token,
+ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint64_t token,
                                          uint64_t address, size_t length,
-                                         int *gpu_p);
+                                         uint64_t expect_stamp, int *gpu_p,
+                                         uint64_t *stamp_p);
 
 /**
  * As uct_rc_gdr_md_bounce_target(), but on success the registration is held
