@@ -214,9 +214,10 @@ ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint64_t token,
  * synchronous copy; on failure nothing is held.
  */
 ucs_status_t uct_rc_gdr_md_bounce_target_hold(uct_rc_gdr_md_t *md,
-                                              uint32_t token,
+                                              uint64_t token,
                                               uint64_t address, size_t length,
-                                              int *gpu_p);
+                                              uint64_t expect_stamp,
+                                              int *gpu_p, uint64_t *stamp_p);
 
 void uct_rc_gdr_md_bounce_target_release(uct_rc_gdr_md_t *md);
 
