@@ -953,7 +953,8 @@ TEST_F(md, gpu_reg_falls_back_to_bounce) {
     for (unsigned i = 0; i < 3; ++i) {
         uct_rc_gdr_rkey_t key = rkey(memh[i]);
         EXPECT_FALSE(key.flags & UCT_RC_GDR_RKEY_FLAG_NIC) << i;
-        EXPECT_EQ(UCS_OK, bounce_target(key.rkey, gpu[i], length)) << i;
+        EXPECT_EQ(UCS_OK, bounce_target(uct_rc_gdr_rkey_token(&key), gpu[i],
+                                        length)) << i;
     }
     EXPECT_TRUE(rkey(memh[3]).flags & UCT_RC_GDR_RKEY_FLAG_NIC);
 
