@@ -17,7 +17,7 @@
 #                 another release
 #   -o OUTDIR     also keep the whole output there (stage_bench.log)
 #   --emulated    run against the test emulation of the driver
-#                 (BUILDDIR/test/fake_cuda/libcuda.so.1): output labelled
+#                 (BUILDDIR/test/mocks/libcuda.so.1): output labelled
 #                 EMULATED, memcpy speeds, for checking the harness only
 #   after --       passed to stage_bench (see its -h: -c BUFFER -d DEPTH -N
 #                 no sweep, -q quick, -w/-m GBPS paced wire rates, -P raw
@@ -90,8 +90,8 @@ if [ -n "$missing" ]; then
 fi
 
 if [ $emulated -eq 1 ]; then
-    fake="$(cd "$build_dir" && pwd)/test/fake_cuda/libcuda.so.1"
-    [ -f "$fake" ] || make -C "$build_dir" test/fake_cuda/libcuda.so.1 \
+    fake="$(cd "$build_dir" && pwd)/test/mocks/libcuda.so.1"
+    [ -f "$fake" ] || make -C "$build_dir" test/mocks/libcuda.so.1 \
                           >/dev/null || exit 2
     bench_args=("--emulated=$fake" "${bench_args[@]}")
     log "EMULATED driver $fake: numbers are memcpy speeds, not a GPU's"

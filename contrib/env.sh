@@ -12,7 +12,7 @@
 # hence the two OMPI_MCA_ variables.
 #
 # --emulated-gpu: CUDA calls go to the project's stand-in driver
-# (test/fake_cuda): "GPU" buffers are host memory. Every result obtained so
+# (test/mocks): "GPU" buffers are host memory. Every result obtained so
 # is about an emulated GPU, and must be reported as such.
 
 rc_gdr_emulated=0
@@ -75,7 +75,7 @@ export RC_GDR_BUILD="$rc_gdr_build"
 export PATH="$rc_gdr_build/src/tools:$PATH"
 
 if [ "$rc_gdr_emulated" = 1 ]; then
-    export RC_GDR_CUDA_LIBRARY="$rc_gdr_build/test/fake_cuda/libcuda.so.1"
+    export RC_GDR_CUDA_LIBRARY="$rc_gdr_build/test/mocks/libcuda.so.1"
     export RC_GDR_GPU_EMULATED=1
     if [ ! -f "$RC_GDR_CUDA_LIBRARY" ]; then
         echo "contrib/env.sh: the emulated GPU driver is built by" \

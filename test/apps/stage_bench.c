@@ -30,7 +30,7 @@
  *   - a byte-exact round trip through the engine.
  *
  * Without a usable GPU it says so and exits 0. --emulated runs it against
- * the test emulation of the driver (test/fake_cuda): every line is then
+ * the test emulation of the driver (test/mocks): every line is then
  * labelled EMULATED, and the numbers are memcpy speeds, not a GPU's.
  *
  * Exit status: 0 measured (or nothing to measure), 1 a transfer failed or

@@ -22,7 +22,7 @@
  *                  a UCM_EVENT_MEM_TYPE_FREE is forwarded to subscribers
  *
  * The driver is libcuda.so.1, or RC_GDR_CUDA_LIBRARY (the stand-in driver
- * test/fake_cuda/libcuda.so.1). Without a driver: "SKIP", exit 0. Prints a
+ * test/mocks/libcuda.so.1). Without a driver: "SKIP", exit 0. Prints a
  * PASS or FAIL line per check and "N passed, N failed"; exits 1 on failure.
  */
 

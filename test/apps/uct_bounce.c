@@ -1,7 +1,7 @@
 /*
  * uct_bounce: the host bounce lane end to end, byte for byte. GPU buffers
  * come from the CUDA driver through the project's shim; in the soft-RoCE
- * guest that driver is the stand-in (test/fake_cuda), so every result is
+ * guest that driver is the stand-in (test/mocks), so every result is
  * about an EMULATED GPU, and the program says so.
  *
  * Run where the gate leaves GPU memory without a NIC key, e.g. on rxe with

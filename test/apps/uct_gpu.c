@@ -1,7 +1,7 @@
 /*
  * uct_gpu: GPU memory through rc_gdr, at UCT and at UCP level, checked byte
  * for byte. Buffers come from the CUDA driver through the project's shim;
- * in the soft-RoCE guest that driver is the stand-in (test/fake_cuda), so
+ * in the soft-RoCE guest that driver is the stand-in (test/mocks), so
  * every result is about an EMULATED GPU, and the program says so.
  *
  *   uct_gpu uct DEV_A DEV_B   put/get zcopy GPU<->GPU and GPU<->host; md

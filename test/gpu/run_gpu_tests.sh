@@ -13,7 +13,7 @@
 #   -o OUTDIR     also write the gtest XML report and the log there
 #   -f FILTER     gtest filter (default: cuda_gpu.*)
 #   --with-fake   also run the emulated-driver suites (cuda_fake, cuda_absent;
-#                 needs BUILDDIR/test/fake_cuda/libcuda.so.1)
+#                 needs BUILDDIR/test/mocks/libcuda.so.1)
 #
 # Environment: RC_GDR_CUDA_LIBRARY picks the driver (default libcuda.so.1).
 #
@@ -96,7 +96,7 @@ if [ $with_fake -eq 1 ]; then
     log "emulated driver: cuda_shim.*:cuda_fake.*:cuda_absent.*"
     # the binary's compiled-in path is the build machine's
     (unset RC_GDR_TEST_CUDA
-     fake_lib="$(cd "$build_dir" && pwd)/test/fake_cuda/libcuda.so.1"
+     fake_lib="$(cd "$build_dir" && pwd)/test/mocks/libcuda.so.1"
      export RC_GDR_TEST_FAKE_CUDA="$fake_lib"
      "$gtest_bin" --gtest_color=no \
          --gtest_filter='cuda_shim.*:cuda_fake.*:cuda_absent.*') 2>&1 |

@@ -14,7 +14,7 @@
 #                 skipped when no libcudart can be opened
 #   -o OUTDIR     also write the output there
 #   --with-fake   also run against the stand-in driver
-#                 (BUILDDIR/test/fake_cuda/libcuda.so.1)
+#                 (BUILDDIR/test/mocks/libcuda.so.1)
 #
 # Runs ucm_free_test -v (mode hooks: the driver's entry points are patched;
 # -v prints the code they begin with), then ucm_free_test --ucm-forward
@@ -100,7 +100,7 @@ run hooks "$test_bin" -v
 run ucm-forward "$test_bin" --ucm-forward
 
 if [ $with_fake -eq 1 ]; then
-    fake_lib="$build_dir/test/fake_cuda/libcuda.so.1"
+    fake_lib="$build_dir/test/mocks/libcuda.so.1"
     if [ -f "$fake_lib" ]; then
         RC_GDR_CUDA_LIBRARY="$fake_lib" run fake-hooks "$test_bin"
         RC_GDR_CUDA_LIBRARY="$fake_lib" run fake-ucm-forward "$test_bin" \

@@ -2,7 +2,7 @@
  * Tests of the CUDA driver shim (src/uct/ib_gdr/rc_gdr_cuda.h).
  *
  * cuda_shim.*    what does not need a driver (range arithmetic, names)
- * cuda_fake.*    against the emulated driver test/fake_cuda/libcuda.so.1
+ * cuda_fake.*    against the emulated driver test/mocks/libcuda.so.1
  * cuda_absent.*  a process each (death-test style): no driver, a library
  *                that is not a driver, a driver without devices, a driver
  *                without cuGetProcAddress_v2

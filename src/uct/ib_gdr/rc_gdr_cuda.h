@@ -14,7 +14,7 @@
  * Environment:
  *   RC_GDR_CUDA_LIBRARY  library to open instead of "libcuda.so.1": a name
  *                        for the dynamic loader or a path. For tests (the
- *                        emulated driver in test/fake_cuda) and for sites
+ *                        emulated driver in test/mocks) and for sites
  *                        with an unusual driver installation. Read once, by
  *                        the first call into the shim.
  */
@@ -56,7 +56,7 @@ typedef struct uct_rc_gdr_cuda_driver_info {
                                      0: from dlsym() of versioned names */
     unsigned   num_missing;       /* optional entry points the driver lacks */
     int        emulated;          /* 1: the project's stand-in driver
-                                     (test/fake_cuda): "GPU" memory is host
+                                     (test/mocks): "GPU" memory is host
                                      memory, and results must say so */
 } uct_rc_gdr_cuda_driver_info_t;
 
