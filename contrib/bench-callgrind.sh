@@ -10,7 +10,7 @@
 # only inside the operation's function and the interface's progress
 # function (--toggle-collect), once with N1 and once with N2 iterations and
 # no warm-up; the server runs natively. Instrumentation starts at the first
-# endpoint (contrib/callgrind-start.c): UCX's start-up runs uninstrumented.
+# endpoint (contrib/bench/callgrind-start.c): UCX's start-up runs uninstrumented.
 # Set-up, connection and teardown cost the same in both runs, so
 #
 #     instructions per op = (Ir(N2) - Ir(N1)) / (N2 - N1)
@@ -72,7 +72,7 @@ declare -A OP_FUNC=(
     [rc_gdr.am_bcopy]=uct_rc_gdr_ep_am_bcopy
 )
 # The progress function each transport registers with the worker is found
-# in the guest by contrib/callgrind-progress.c (rc_verbs' is static, and
+# in the guest by contrib/bench/callgrind-progress.c (rc_verbs' is static, and
 # callgrind names it by its offset in the stripped library)
 declare -A PROGRESS_FUNC=()
 TLS=(rc_verbs rc_gdr)
@@ -180,7 +180,7 @@ setup_env() {
     ENV_rc_gdr=(env "LD_PRELOAD=$GDR_PRELOAD")
     # the clients under valgrind also preload the instrumentation switch
     START_SO="$WORK/callgrind-start.so"
-    cc -O2 -shared -fPIC -o "$START_SO" "$ROOT/contrib/callgrind-start.c" \
+    cc -O2 -shared -fPIC -o "$START_SO" "$ROOT/contrib/bench/callgrind-start.c" \
         -ldl || die "cannot build $START_SO"
     # shellcheck disable=SC2034
     CLIENT_ENV_rc_verbs=(env "LD_PRELOAD=$START_SO${BASE_PRELOAD:+:$BASE_PRELOAD}")
@@ -208,7 +208,7 @@ find_progress() {
     local -n env_cmd="ENV_$tl"
     local line name
     if [ ! -x "$helper" ]; then
-        cc -O2 -o "$helper" "$ROOT/contrib/callgrind-progress.c" \
+        cc -O2 -o "$helper" "$ROOT/contrib/bench/callgrind-progress.c" \
             -luct -lucs -ldl || die "cannot build $helper"
     fi
     line=$("${env_cmd[@]}" "$helper" "$tl" "$DEVICE") ||

@@ -2,7 +2,7 @@
 #
 # bench-stage.sh: bandwidth of rc_gdr's bounce-lane staging engine against
 # plain pinned CUDA copies, on a GPU machine (no NIC needed), with
-# test/apps/stage_bench. The engine's wire is a LOOPBACK STAND-IN (no-op, a
+# contrib/bench/stage_bench. The engine's wire is a LOOPBACK STAND-IN (no-op, a
 # host thread doing memcpy, or one completing chunks at a line rate): the
 # numbers measure the copy pipeline and its overlap with a wire, not an RDMA
 # NIC. The target: engine/pinned >= 0.95 at >= 4 MiB with the no-op wire.
@@ -10,7 +10,7 @@
 # Usage: contrib/bench-stage.sh [-b BUILDDIR] [-l LIBDIR] [-o OUTDIR]
 #                               [--emulated] [-- STAGE_BENCH_ARGS...]
 #   -b BUILDDIR   the configured build tree (default: <repo>/build); the
-#                 benchmark is built there with 'make test/apps/stage_bench'
+#                 benchmark is built there with 'make contrib/bench/stage_bench'
 #                 when missing
 #   -l LIBDIR     shared libraries to load first: the UCX (libucs, libucm)
 #                 the binary was built against, when this machine has none or
@@ -51,15 +51,15 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-bench="$build_dir/test/apps/stage_bench"
+bench="$build_dir/contrib/bench/stage_bench"
 if [ ! -x "$bench" ]; then
     if [ -f "$build_dir/Makefile" ]; then
-        make -C "$build_dir" test/apps/stage_bench >/dev/null || exit 2
+        make -C "$build_dir" contrib/bench/stage_bench >/dev/null || exit 2
     fi
 fi
 if [ ! -x "$bench" ]; then
     echo "bench-stage: no benchmark at $bench: build it with" \
-         "'make -C BUILDDIR test/apps/stage_bench'" >&2
+         "'make -C BUILDDIR contrib/bench/stage_bench'" >&2
     exit 2
 fi
 

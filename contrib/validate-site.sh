@@ -7,7 +7,7 @@
 #   env       kernel, driver versions, nvidia-smi (topo -m), ibv_devinfo,
 #             IOMMU / ACS state, peermem module, ucx_info, and rc_gdr_info
 #             (text and --json): OUT/env/
-#   reg       test/apps/reg_sweep per GPU x NIC x lane: cold / hit /
+#   reg       contrib/bench/reg_sweep per GPU x NIC x lane: cold / hit /
 #             contained / partial / disjoint / realloc registrations, the
 #             lane that really made them (md counters), times
 #   data      test/apps/uct_gpu per GPU x NIC x lane (x flush auto/always on
@@ -657,7 +657,7 @@ reg_cell() {
     base=$OUT/cells/$(fname "reg__GPU${gpu}__${nic}__${lane}")
     json=$base.json txt=$base.txt
     lane_env "$lane" "$gpu"
-    local sweep=$BUILD/test/apps/reg_sweep
+    local sweep=$BUILD/contrib/bench/reg_sweep
     local args=(--gpu "$(cell_ordinal "$gpu")" --size "$REG_SIZE" --iters "$REG_ITERS" "$nic")
     {
         echo "# reg cell: GPU $gpu (${GPU_NAME[$gpu]}) x $nic, lane $lane"
