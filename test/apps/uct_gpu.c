@@ -265,6 +265,84 @@ static void run_uct(const char *dev_a, const char *dev_b)
 }
 
 
+/* am_zcopy from GPU memory: whatever its lane, the bytes arrive (memory
+ * registered for the bounce lane has no NIC key: the send stages it) */
+#define AM_ZCOPY_SIZE 1000
+
+static unsigned char g_am_data[AM_ZCOPY_SIZE + 64];
+static size_t        g_am_length;
+
+static ucs_status_t am_zcopy_handler(void *arg, void *data, size_t length,
+                                     unsigned flags)
+{
+    g_am_length = (length < sizeof(g_am_data)) ? length : sizeof(g_am_data);
+    memcpy(g_am_data, data, g_am_length);
+    return UCS_OK;
+}
+
+
+static void run_am(const char *dev_a, const char *dev_b)
+{
+    uct_test_node_t a, b, *nodes[2] = {&a, &b};
+    uint64_t header               = 0x5eed;
+    unsigned char expect[AM_ZCOPY_SIZE];
+    uct_test_md_stats_t before, after;
+    uct_test_comp_t comp;
+    ucs_status_t status;
+    uct_mem_h memh;
+    uct_iov_t iov;
+    void *gpu;
+    int i, j;
+
+    uct_test_node_open(&a, dev_a, 0);
+    uct_test_node_open(&b, dev_b, 0);
+    uct_iface_set_am_handler(b.iface, 5, am_zcopy_handler, NULL, 0);
+    uct_test_node_connect_pair(&a, &b, NULL, NULL);
+
+    gpu = gpu_alloc(AM_ZCOPY_SIZE);
+    gpu_fill(gpu, AM_ZCOPY_SIZE, 11);
+    uct_rc_gdr_cuda_memcpy_dtoh(expect, gpu, AM_ZCOPY_SIZE);
+    uct_test_md_stats_query(a.md, &before);
+    status = uct_md_mem_reg(a.md, gpu, AM_ZCOPY_SIZE, UCT_MD_MEM_ACCESS_ALL,
+                            &memh);
+    uct_test_md_stats_query(a.md, &after);
+    uct_test_check(status == UCS_OK, "am: GPU memory registered (%s): "
+                   "peermem %lu dmabuf %lu bounce %lu",
+                   ucs_status_string(status),
+                   (unsigned long)(after.peermem_regs - before.peermem_regs),
+                   (unsigned long)(after.dmabuf_regs - before.dmabuf_regs),
+                   (unsigned long)(after.bounce_regs - before.bounce_regs));
+
+    for (i = 0; i < 2; ++i) {
+        uct_test_iov_init(&iov, gpu, AM_ZCOPY_SIZE, memh);
+        uct_test_comp_init(&comp);
+        g_am_length = 0;
+        status = UCT_TEST_RETRY(nodes, 2,
+                                uct_ep_am_zcopy(a.ep, 5, &header,
+                                                sizeof(header), &iov, 1, 0,
+                                                &comp.comp));
+        status = uct_test_comp_wait(nodes, 2, status, &comp);
+        for (j = 0; (status == UCS_OK) && (g_am_length == 0) &&
+                    (j < 1000000); ++j) {
+            uct_test_progress(nodes, 2);
+        }
+        uct_test_check((status == UCS_OK) && !a.ep_error &&
+                       (g_am_length == sizeof(header) + AM_ZCOPY_SIZE) &&
+                       !memcmp(g_am_data, &header, sizeof(header)) &&
+                       !memcmp(g_am_data + sizeof(header), expect,
+                               AM_ZCOPY_SIZE),
+                       "am: am_zcopy of %d bytes of GPU memory arrives "
+                       "byte-exact (%s, %zu bytes)", AM_ZCOPY_SIZE,
+                       ucs_status_string(status), g_am_length);
+    }
+
+    uct_md_mem_dereg(a.md, memh);
+    uct_rc_gdr_cuda_mem_free(gpu);
+    uct_test_node_close(&a);
+    uct_test_node_close(&b);
+}
+
+
 static void run_lanes(const char *dev)
 {
     uct_test_node_t a;
@@ -562,6 +640,8 @@ int main(int argc, char **argv)
         run_uct(argv[2], argv[3]);
     } else if ((argc == 2) && !strcmp(argv[1], "ucp")) {
         run_ucp();
+    } else if ((argc == 4) && !strcmp(argv[1], "am")) {
+        run_am(argv[2], argv[3]);
     } else if ((argc == 3) && !strcmp(argv[1], "lanes")) {
         run_lanes(argv[2]);
     } else if ((argc == 5) && !strcmp(argv[1], "flush")) {
@@ -569,7 +649,7 @@ int main(int argc, char **argv)
     } else if ((argc == 4) && !strcmp(argv[1], "estimate")) {
         run_estimate(argv[2], argv[3]);
     } else {
-        fprintf(stderr, "usage: %s uct DEV_A DEV_B | ucp | lanes DEV | "
+        fprintf(stderr, "usage: %s uct DEV_A DEV_B | am DEV_A DEV_B | ucp | lanes DEV | "
                 "estimate DEV gdr|bounce | flush DEV_A DEV_B READS\n", argv[0]);
         return 2;
     }

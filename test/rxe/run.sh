@@ -261,6 +261,17 @@ test_gpu_bounce_registration() {
         with_emulated_gpu "$B/test/apps/uct_gpu" estimate rxe0:1 gdr
 }
 
+# am_zcopy from GPU memory on the GDR lane (a NIC key) and on the bounce
+# lane (none: the send stages the bytes), byte-exact.
+test_gpu_am_zcopy() {
+    local out rc
+    with_emulated_gpu "$B/test/apps/uct_gpu" am rxe0:1 rxe1:1 || return 1
+    out=$(UCX_RC_GDR_REG_METHODS=dmabuf with_emulated_gpu \
+          "$B/test/apps/uct_gpu" am rxe0:1 rxe1:1 2>&1); rc=$?
+    echo "$out"
+    [ "$rc" = 0 ] && echo "$out" | grep -q 'bounce 1'
+}
+
 # Flush by RDMA READ: a GPU that does not order incoming writes (attribute
 # NONE) gets one read per flush, one that does (OWNER) none; "always" reads
 # for host memory too, "never" never; a peer that dies while the read is
@@ -432,6 +443,7 @@ run_test gpu_emulated_info_dmabuf_refused_peermem_proven test_gpu_info
 run_test gpu_emulated_uct_put_get_and_reuse     test_gpu_uct
 run_test gpu_emulated_ucp_put_get               test_gpu_ucp
 run_test gpu_emulated_bounce_registration       test_gpu_bounce_registration
+run_test gpu_emulated_am_zcopy_either_lane      test_gpu_am_zcopy
 run_test gpu_emulated_require_gdr_names_check   test_gpu_require_refused
 run_test flush_read_once_for_gpu_ordering_none  test_flush_gpu_ordering_none
 run_test flush_no_read_for_gpu_ordering_owner   test_flush_gpu_ordering_owner

@@ -10,6 +10,7 @@
 
 #include "rc_gdr_ep.inl"
 #include "rc_gdr_addr.h"
+#include "rc_gdr_cuda.h"
 
 #include <uct/base/uct_iov.inl>
 #include <ucs/type/class.h>
@@ -560,6 +561,57 @@ ssize_t uct_rc_gdr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
 }
 
 
+/*
+ * An am_zcopy iov the NIC cannot read: memory registered for the bounce lane
+ * (GPU memory without a NIC key). Its bytes, and every iov's after the
+ * header, are copied into the send buffer, which holds max_zcopy bytes; the
+ * message goes out as one entry.
+ */
+static int uct_rc_gdr_ep_iov_nic_unreadable(const uct_iov_t *iov,
+                                            size_t iovcnt)
+{
+    size_t i;
+
+    for (i = 0; i < iovcnt; ++i) {
+        if ((iov[i].memh != UCT_MEM_HANDLE_NULL) &&
+            (uct_iov_get_length(&iov[i]) > 0) &&
+            (uct_rc_gdr_memh_lkey(iov[i].memh) == 0)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+
+static UCS_F_NOINLINE ucs_status_t
+uct_rc_gdr_ep_am_zcopy_stage(void *dest, const uct_iov_t *iov, size_t iovcnt)
+{
+    ucs_status_t status;
+    size_t i, length;
+
+    for (i = 0; i < iovcnt; ++i) {
+        length = uct_iov_get_length(&iov[i]);
+        if (length == 0) {
+            continue;
+        }
+        if ((iov[i].memh != UCT_MEM_HANDLE_NULL) &&
+            (uct_rc_gdr_memh_mr(iov[i].memh)->gpu >= 0)) {
+            status = uct_rc_gdr_cuda_memcpy_dtoh(dest, iov[i].buffer, length);
+            if (status != UCS_OK) {
+                ucs_error("rc_gdr: am_zcopy: copying %zu bytes of GPU memory "
+                          "at %p failed: %s", length, iov[i].buffer,
+                          ucs_status_string(status));
+                return status;
+            }
+        } else {
+            memcpy(dest, iov[i].buffer, length);
+        }
+        dest = UCS_PTR_BYTE_OFFSET(dest, length);
+    }
+    return UCS_OK;
+}
+
+
 ucs_status_t uct_rc_gdr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
                                     const void *header, unsigned header_length,
                                     const uct_iov_t *iov, size_t iovcnt,
@@ -606,6 +658,17 @@ ucs_status_t uct_rc_gdr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
                   header_length + length, iface->config.seg_size);
         uct_rc_gdr_ep_release_op(op);
         return UCS_ERR_INVALID_PARAM;
+    }
+
+    if (ucs_unlikely(uct_rc_gdr_ep_iov_nic_unreadable(iov, iovcnt))) {
+        status = uct_rc_gdr_ep_am_zcopy_stage(
+                UCS_PTR_BYTE_OFFSET(op->buf + 1, header_length), iov, iovcnt);
+        if (status != UCS_OK) {
+            uct_rc_gdr_ep_release_op(op);
+            return status;
+        }
+        sges[0].length = header_length + length;
+        num_sge        = 0;
     }
 
     op->comp   = comp;
