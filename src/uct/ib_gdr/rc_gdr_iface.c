@@ -419,10 +419,12 @@ static void uct_rc_gdr_iface_handle_recv(uct_rc_gdr_iface_t *iface,
     imm = ntohl(wc->imm_data);
     ep  = uct_rc_gdr_iface_lookup_ep(iface, wc->qp_num);
     if (ucs_unlikely(ep == NULL)) {
-        /* no endpoint of ours: nobody the user knows sent it */
+        /* No endpoint of ours: nobody the user knows sent it. Also what
+         * was received for an endpoint destroyed since, which is routine:
+         * said once, at diag level, and counted. */
         if (iface->stats.unknown_qp_msgs++ == 0) {
-            ucs_error("rc_gdr: message on QP 0x%x of no endpoint: dropped "
-                      "(counted)", wc->qp_num);
+            ucs_diag("rc_gdr: message on QP 0x%x of no endpoint: dropped "
+                     "(counted)", wc->qp_num);
         }
         goto out;
     }
