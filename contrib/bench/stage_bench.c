@@ -1369,7 +1369,7 @@ static int driver_is_emulation(void)
     return found;
 }
 
-/* The build's emulated driver: ../fake_cuda/libcuda.so.1 from this binary */
+/* The build's emulated driver: ../../test/mocks/libcuda.so.1 from this binary */
 static const char *default_emulated_lib(void)
 {
     static char path[PATH_MAX];
@@ -1385,7 +1385,7 @@ static const char *default_emulated_lib(void)
     if (slash != NULL) {
         *slash = '\0';
     }
-    strcat(path, "/../fake_cuda/libcuda.so.1");
+    strcat(path, "/../../test/mocks/libcuda.so.1");
     return path;
 }
 
@@ -1429,7 +1429,7 @@ static void usage(void)
            "(copy size x copies in flight x streams) and driver call costs\n"
            "  -q          quick: -t 5, sizes 64k..16m\n"
            "  --emulated[=LIB]  use the test emulation of the driver (default "
-           "../fake_cuda/libcuda.so.1 beside this binary); numbers are then "
+           "../../test/mocks/libcuda.so.1 from this binary); numbers are then "
            "memcpy speeds, labelled EMULATED\n");
 }
 

@@ -62,7 +62,7 @@ const char *fake_cuda_library_path()
     const char *env = getenv("RC_GDR_TEST_FAKE_CUDA");
 
     return ((env != NULL) && (*env != '\0')) ? env :
-           RC_GDR_TEST_BUILDDIR "/fake_cuda/libcuda.so.1";
+           RC_GDR_TEST_BUILDDIR "/mocks/libcuda.so.1";
 }
 
 const char *const fake_cuda_library = fake_cuda_library_path();

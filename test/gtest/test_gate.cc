@@ -736,7 +736,7 @@ TEST(test_rc_gdr_info, no_gpu_json_and_require) {
      * and the JSON stays valid. */
     std::string fake = "RC_GDR_CUDA_LIBRARY=" +
                        std::string(RC_GDR_TEST_BUILDDIR) +
-                       "/fake_cuda/libcuda.so.1 ";
+                       "/mocks/libcuda.so.1 ";
     FILE *pipe = popen((fake + RC_GDR_TEST_BUILDDIR +
                         "/../src/tools/rc_gdr_info --json --sysfs " + root +
                         " 2>/dev/null").c_str(), "r");
