@@ -77,13 +77,19 @@ uct_rc_gdr_ep_start_op(uct_rc_gdr_ep_t *ep, int needs_credit,
 }
 
 
+/*
+ * The send entries of an iov; *unreadable_p is set when one of them is
+ * memory the NIC cannot read: registered for the bounce lane (GPU memory
+ * without a NIC key).
+ */
 static size_t uct_rc_gdr_ep_fill_sges(struct ibv_sge *sges,
                                       const uct_iov_t *iov, size_t iovcnt,
-                                      int *num_sge_p)
+                                      int *num_sge_p, int *unreadable_p)
 {
-    size_t total = 0;
+    size_t total   = 0;
+    int unreadable = 0;
     size_t i, length;
-    int num_sge  = 0;
+    int num_sge    = 0;
 
     for (i = 0; i < iovcnt; ++i) {
         length = uct_iov_get_length(&iov[i]);
@@ -92,13 +98,18 @@ static size_t uct_rc_gdr_ep_fill_sges(struct ibv_sge *sges,
         }
         sges[num_sge].addr   = (uintptr_t)iov[i].buffer;
         sges[num_sge].length = length;
-        sges[num_sge].lkey   = (iov[i].memh == UCT_MEM_HANDLE_NULL) ? 0 :
-                               uct_rc_gdr_memh_lkey(iov[i].memh);
-        total               += length;
+        if (iov[i].memh == UCT_MEM_HANDLE_NULL) {
+            sges[num_sge].lkey = 0;
+        } else {
+            sges[num_sge].lkey = uct_rc_gdr_memh_lkey(iov[i].memh);
+            unreadable        |= (sges[num_sge].lkey == 0);
+        }
+        total += length;
         ++num_sge;
     }
 
-    *num_sge_p = num_sge;
+    *num_sge_p    = num_sge;
+    *unreadable_p = unreadable;
     return total;
 }
 
@@ -562,27 +573,10 @@ ssize_t uct_rc_gdr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
 
 
 /*
- * An am_zcopy iov the NIC cannot read: memory registered for the bounce lane
- * (GPU memory without a NIC key). Its bytes, and every iov's after the
- * header, are copied into the send buffer, which holds max_zcopy bytes; the
- * message goes out as one entry.
+ * An am_zcopy with an iov the NIC cannot read: its bytes, and every iov's
+ * after the header, are copied into the send buffer, which holds max_zcopy
+ * bytes; the message goes out as one entry.
  */
-static int uct_rc_gdr_ep_iov_nic_unreadable(const uct_iov_t *iov,
-                                            size_t iovcnt)
-{
-    size_t i;
-
-    for (i = 0; i < iovcnt; ++i) {
-        if ((iov[i].memh != UCT_MEM_HANDLE_NULL) &&
-            (uct_iov_get_length(&iov[i]) > 0) &&
-            (uct_rc_gdr_memh_lkey(iov[i].memh) == 0)) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
-
 static UCS_F_NOINLINE ucs_status_t
 uct_rc_gdr_ep_am_zcopy_stage(void *dest, const uct_iov_t *iov, size_t iovcnt)
 {
@@ -624,7 +618,7 @@ ucs_status_t uct_rc_gdr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     uct_rc_gdr_op_t *op;
     ucs_status_t status;
     size_t length;
-    int num_sge;
+    int num_sge, unreadable;
 
     if (ucs_unlikely(header_length > UCT_RC_GDR_AM_MAX_HDR)) {
         ucs_error("rc_gdr: am_zcopy header length %u exceeds max_hdr %d",
@@ -652,7 +646,8 @@ ucs_status_t uct_rc_gdr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     sges[0].addr   = (uintptr_t)(op->buf + 1);
     sges[0].length = header_length;
     sges[0].lkey   = op->buf->lkey;
-    length         = uct_rc_gdr_ep_fill_sges(sges + 1, iov, iovcnt, &num_sge);
+    length         = uct_rc_gdr_ep_fill_sges(sges + 1, iov, iovcnt, &num_sge,
+                                             &unreadable);
     if (ucs_unlikely(header_length + length > iface->config.seg_size)) {
         ucs_error("rc_gdr: am_zcopy length %zu exceeds max_zcopy %zu",
                   header_length + length, iface->config.seg_size);
@@ -660,7 +655,7 @@ ucs_status_t uct_rc_gdr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    if (ucs_unlikely(uct_rc_gdr_ep_iov_nic_unreadable(iov, iovcnt))) {
+    if (ucs_unlikely(unreadable)) {
         status = uct_rc_gdr_ep_am_zcopy_stage(
                 UCS_PTR_BYTE_OFFSET(op->buf + 1, header_length), iov, iovcnt);
         if (status != UCS_OK) {
