@@ -188,17 +188,8 @@ setup_env() {
     CLIENT_ENV_rc_gdr=(env "LD_PRELOAD=$START_SO:$GDR_PRELOAD")
 }
 
-# Wait until the server listens on $1 (a test connection would be taken by
-# ucx_perftest as its client).
-wait_listen() {
-    local port=$1 pid=$2 _
-    for _ in $(seq 300); do
-        [ -n "$(ss -Hltn "sport = :$port" 2>/dev/null)" ] && return 0
-        kill -0 "$pid" 2>/dev/null || return 1
-        sleep 0.1
-    done
-    return 1
-}
+# wait_listen PORT PID
+. "$ROOT/contrib/lib/wait_listen.sh"
 
 # find_progress TL: PROGRESS_FUNC[TL], the name callgrind gives the
 # progress function the transport registers (the helper is built here, from

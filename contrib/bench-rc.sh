@@ -169,17 +169,8 @@ setup_pinning() {
     fi
 }
 
-# Wait until the server listens on $1: a test connection would be taken by
-# ucx_perftest as its client, so look at the socket table instead.
-wait_listen() {
-    local port=$1 pid=$2 i
-    for i in $(seq 100); do
-        [ -n "$(ss -Hltn "sport = :$port" 2>/dev/null)" ] && return 0
-        kill -0 "$pid" 2>/dev/null || return 1
-        sleep 0.1
-    done
-    return 1
-}
+# wait_listen PORT PID
+. "$ROOT/contrib/lib/wait_listen.sh"
 
 # run_one TL CASE PORT: one ucx_perftest server/client pair on a port of its
 # own (a late server from an earlier run can then never take this client);

@@ -762,22 +762,7 @@ iters_for() {  # iters_for SIZE
     echo "$n"
 }
 
-wait_listen() {  # wait_listen PORT PID
-    local i
-    for i in $(seq 100); do
-        if [ -n "$PEER" ]; then
-            # shellcheck disable=SC2086  # REMOTE_SH is a command line
-            [ -n "$($REMOTE_SH "$PEER" "ss -Hltn 'sport = :$1'" </dev/null 2>/dev/null)" ] && return 0
-        elif command -v ss >/dev/null; then
-            [ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ] && return 0
-        else
-            sleep 1; return 0
-        fi
-        kill -0 "$2" 2>/dev/null || return 1
-        sleep 0.1
-    done
-    return 1
-}
+. "$ROOT/contrib/lib/wait_listen.sh"   # wait_listen PORT PID
 
 # perftest_run LOG MEM TEST SIZE ITERS PORT: one server/client pair; prints
 # the overall bandwidth in MB/s, or nothing
@@ -801,7 +786,7 @@ perftest_run() {
             </dev/null >"$log.server" 2>&1 &
     fi
     srv_pid=$!
-    if wait_listen "$port" "$srv_pid"; then
+    if WAIT_LISTEN_REMOTE=${PEER:+$REMOTE_SH $PEER} wait_listen "$port" "$srv_pid"; then
         timeout -k 5 "$RUN_TIMEOUT" env "${CELL_ENV[@]}" "${client[@]}" \
             </dev/null >>"$log" 2>&1 || rc=$?
     else

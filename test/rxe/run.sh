@@ -36,17 +36,8 @@ run_test() {
     fi
 }
 
-# A server must listen before its client starts: a fixed sleep is not enough
-# on a loaded 2-core host.
-wait_listen() {
-    local i
-    for i in $(seq 150); do
-        ss -ltn 2>/dev/null | grep -q ":$1 " && return 0
-        sleep 0.2
-    done
-    echo "nothing listens on port $1 after 30 s"
-    return 1
-}
+# wait_listen PORT [PID]: a server must listen before its client starts
+. contrib/lib/wait_listen.sh
 
 has_rc_gdr_on() {
     # (no grep -q in pipes: an early exit would fail them under pipefail)
