@@ -913,7 +913,8 @@ static void uct_rc_gdr_rcache_trim(uct_rc_gdr_rcache_t *rcache)
 }
 
 
-/* Release every region only kept (at a resource limit, before fork()) */
+/* Release every region only kept, at a resource limit. It waits for the
+ * lock, as a registration does; the fork handler below must not. */
 unsigned long uct_rc_gdr_rcache_evict_kept(uct_rc_gdr_rcache_t *rcache)
 {
     unsigned long count;
