@@ -948,6 +948,7 @@ void uct_rc_gdr_ep_send_completion(struct ibv_wc *wc)
         uct_rc_gdr_ep_set_failed(ep, status);
     }
 
+    ++ep->tx_done;
     do {
         if (ucs_unlikely(ep->num_flushes > 0)) {
             uct_rc_gdr_ep_complete_flushes(ep);
@@ -1008,6 +1009,57 @@ static void uct_rc_gdr_ep_move_to_error(uct_rc_gdr_ep_t *ep)
         ucs_warn("rc_gdr: QP 0x%x: moving to error state failed: %s",
                  ep->qp->qp_num, strerror(ret));
     }
+}
+
+
+/*
+ * One sweep of the stall check (rc_gdr_iface.c). An endpoint stalls when a
+ * signaled request is in flight, none is a SEND, and nothing completed
+ * since the last sweep; after max_sweeps such sweeps in a row it fails with
+ * UCS_ERR_ENDPOINT_TIMEOUT: its QP goes to the error state, whose flush
+ * completions finish every request and raise the error. The NIC finishes
+ * writes, reads and atomics without the peer's software, within its retry
+ * timeout, so this fires only when that timeout did not (rxe with
+ * RETRY_COUNT=7, or a lost retry timer). A SEND may rightly wait, with
+ * unbounded RNR retries, for a peer busy elsewhere; unsignaled requests
+ * alone report nothing until a signaled one follows. Returns whether the
+ * endpoint was failed.
+ */
+static int uct_rc_gdr_ep_sends_in_flight(uct_rc_gdr_ep_t *ep)
+{
+    uct_rc_gdr_op_t *op;
+
+    ucs_queue_for_each(op, &ep->outstanding, queue) {
+        if (op->to_receiver) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+
+int uct_rc_gdr_ep_check_stall(uct_rc_gdr_ep_t *ep, unsigned max_sweeps)
+{
+    if ((ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) ||
+        (ep->num_outstanding <= ep->unsignaled) ||
+        (ep->tx_done != ep->stall_seen) ||
+        uct_rc_gdr_ep_sends_in_flight(ep)) {
+        ep->stall_seen   = ep->tx_done;
+        ep->stall_sweeps = 0;
+        return 0;
+    }
+
+    if (++ep->stall_sweeps < max_sweeps) {
+        return 0;
+    }
+
+    ucs_warn("rc_gdr: QP 0x%x: none of %u work requests in flight completed"
+             " within UCX_RC_GDR_TX_STALL_TIMEOUT, and the transport's own "
+             "retry timeout did not report: endpoint failed", ep->qp->qp_num,
+             ep->num_outstanding);
+    uct_rc_gdr_ep_set_failed(ep, UCS_ERR_ENDPOINT_TIMEOUT);
+    uct_rc_gdr_ep_move_to_error(ep);
+    return 1;
 }
 
 
@@ -1530,6 +1582,10 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_ep_t, const uct_ep_params_t *params)
     self->num_outstanding = 0;
     self->num_flushes     = 0;
     self->sq_avail        = iface->config.tx_queue_len;
+    self->unsignaled      = 0;
+    self->tx_done         = 0;
+    self->stall_seen      = 0;
+    self->stall_sweeps    = 0;
     self->fc_credits      = iface->config.fc_wnd_size;
     self->fc_to_return    = 0;
     self->flags           = 0;

@@ -66,6 +66,9 @@ typedef struct uct_rc_gdr_op {
     uint8_t                   signaled;   /* its work request reports */
     uint8_t                   internal;   /* comp is rc_gdr's own (the
                                              bounce lane's), not the user's */
+    uint8_t                   to_receiver; /* a SEND: it may wait, in RNR
+                                              retries, for the peer's
+                                              software to post a receive */
     uct_completion_t          *comp;      /* may be NULL */
     uct_rc_gdr_buf_t          *buf;       /* released at completion */
     union {
@@ -98,7 +101,11 @@ struct uct_rc_gdr_ep {
     int                       fc_credits;   /* messages we may still send */
     unsigned                  fc_to_return; /* peer's messages consumed */
     uint16_t                  flags;        /* UCT_RC_GDR_EP_FLAG_xx */
+    uint8_t                   stall_sweeps; /* stall sweeps in a row that
+                                               found no completion */
     ucs_status_t              status;       /* why it failed */
+    uint32_t                  tx_done;      /* send completions, counted */
+    uint32_t                  stall_seen;   /* tx_done at the last sweep */
     struct {
         uint64_t              remote_addr;  /* where the next flush reads */
         uint32_t              rkey;         /* its NIC key */
@@ -115,6 +122,7 @@ struct uct_rc_gdr_ep {
 
 UCS_CLASS_DECLARE_NEW_FUNC(uct_rc_gdr_ep_t, uct_ep_t, const uct_ep_params_t*);
 void uct_rc_gdr_ep_destroy(uct_ep_h tl_ep);
+int uct_rc_gdr_ep_check_stall(uct_rc_gdr_ep_t *ep, unsigned max_sweeps);
 
 ucs_status_t uct_rc_gdr_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr);
 ucs_status_t uct_rc_gdr_ep_connect_to_ep(uct_ep_h tl_ep,

@@ -79,6 +79,16 @@ ucs_config_field_t uct_rc_gdr_iface_config_table[] = {
      ucs_offsetof(uct_rc_gdr_iface_config_t, failure_timeout),
      UCS_CONFIG_TYPE_TIME},
 
+    {"TX_STALL_TIMEOUT", "auto",
+     "Time after which an endpoint whose RDMA writes, reads or atomics have "
+     "reported nothing is failed (UCS_ERR_ENDPOINT_TIMEOUT), in case the "
+     "transport's own timeout never fires: soft-RoCE with RETRY_COUNT=7 "
+     "retries forever, and has been seen to lose its retry timer under load. "
+     "Sends are left out: they may wait, by design, for a peer that posts no "
+     "receive buffers while it computes. auto: 4 x FAILURE_TIMEOUT; inf: off.",
+     ucs_offsetof(uct_rc_gdr_iface_config_t, tx_stall_timeout),
+     UCS_CONFIG_TYPE_TIME_UNITS},
+
     {"RETRY_COUNT", "6",
      "Transport retries before a work request fails (0..7). Soft-RoCE (rxe) "
      "treats 7 as 'retry forever', so a dead peer would never be reported.",
@@ -478,6 +488,38 @@ static void uct_rc_gdr_iface_release_desc(uct_recv_desc_t *self, void *desc)
 }
 
 
+/*
+ * The stall check: every UCT_RC_GDR_STALL_POLLS progress calls the clock is
+ * read, and once per interval every endpoint, destroyed ones waiting for
+ * their completions too, is swept (uct_rc_gdr_ep_check_stall). The clock is
+ * not read on every call: progress is the data path.
+ */
+static UCS_F_NOINLINE void uct_rc_gdr_iface_stall_sweep(uct_rc_gdr_iface_t *iface)
+{
+    ucs_list_link_t *lists[] = {&iface->eps, &iface->zombies};
+    ucs_time_t now;
+    uct_rc_gdr_ep_t *ep;
+    unsigned i;
+
+    iface->stall.polls = 0;
+    now                = ucs_get_time();
+    if ((iface->stall.interval == 0) || (now < iface->stall.next)) {
+        return;
+    }
+
+    iface->stall.next = now + iface->stall.interval;
+    /* Failing an endpoint only moves its QP to the error state: the
+     * completions, and any user callback, come from a later poll. */
+    for (i = 0; i < ucs_static_array_size(lists); ++i) {
+        ucs_list_for_each(ep, lists[i], list) {
+            if (uct_rc_gdr_ep_check_stall(ep, UCT_RC_GDR_STALL_SWEEPS)) {
+                ++iface->stats.tx_stalls;
+            }
+        }
+    }
+}
+
+
 static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
 {
     uct_rc_gdr_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_gdr_iface_t);
@@ -522,6 +564,10 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
 
     if (ucs_unlikely(iface->lane_users > 0)) {
         count += iface->lane_ops->progress(iface);
+    }
+
+    if (ucs_unlikely(++iface->stall.polls >= UCT_RC_GDR_STALL_POLLS)) {
+        uct_rc_gdr_iface_stall_sweep(iface);
     }
 
     /* Not only after completions: a connection or credits can give an
@@ -675,6 +721,23 @@ uct_rc_gdr_iface_am_alignment(const uct_iface_params_t *params,
 
 /* The transport timeout exponent: (retry+1) tries of 4.096us * 2^exp each
  * should add up to the configured failure timeout. */
+/* Between two stall sweeps: an endpoint fails after UCT_RC_GDR_STALL_SWEEPS
+ * sweeps without a completion, so within one interval of the timeout. */
+static ucs_time_t uct_rc_gdr_iface_stall_interval(ucs_time_t timeout,
+                                                  double failure_timeout)
+{
+    if (timeout == UCS_TIME_INFINITY) {
+        return 0;
+    }
+
+    if (timeout == UCS_TIME_AUTO) {
+        /* The transport's bound is approximate (a power of two per try) */
+        timeout = ucs_time_from_sec(4 * failure_timeout);
+    }
+    return ucs_max(timeout / UCT_RC_GDR_STALL_SWEEPS, 1);
+}
+
+
 static uint8_t uct_rc_gdr_iface_timeout_exp(double failure_timeout,
                                             unsigned retry_count)
 {
@@ -728,10 +791,12 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
         (config->fc_wnd_size > UCT_RC_GDR_IMM_CREDITS_MAX) ||
         (config->tx_queue_len == 0) || (config->rx_queue_len == 0) ||
         (config->seg_size <= UCT_RC_GDR_AM_MAX_HDR) ||
-        (config->max_rd_atomic == 0) || (config->failure_timeout <= 0)) {
+        (config->max_rd_atomic == 0) || (config->failure_timeout <= 0) ||
+        (config->tx_stall_timeout == 0)) {
         ucs_error("rc_gdr: invalid configuration: RETRY_COUNT must be 0..7, "
                   "FC_WND_SIZE 1..65535, TX/RX_QUEUE_LEN and MAX_RD_ATOMIC "
-                  "> 0, SEG_SIZE > %d, FAILURE_TIMEOUT > 0",
+                  "> 0, SEG_SIZE > %d, FAILURE_TIMEOUT and TX_STALL_TIMEOUT "
+                  "> 0",
                   UCT_RC_GDR_AM_MAX_HDR);
         return UCS_ERR_INVALID_PARAM;
     }
@@ -801,6 +866,11 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
     self->rx_returned          = 0;
     self->release_desc.cb      = uct_rc_gdr_iface_release_desc;
     self->lane_users           = 0;
+    self->stall.interval       = uct_rc_gdr_iface_stall_interval(
+                                         config->tx_stall_timeout,
+                                         config->failure_timeout);
+    self->stall.next           = ucs_get_time() + self->stall.interval;
+    self->stall.polls          = 0;
     memset(&self->stats, 0, sizeof(self->stats));
     self->stats.size           = sizeof(self->stats);
     ucs_list_head_init(&self->eps);
@@ -914,10 +984,11 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_gdr_iface_t)
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     ucs_info("rc_gdr: %s:%u closed: %" PRIu64 " work requests posted, %"
              PRIu64 " messages received, %" PRIu64 " credit grants, %"
-             PRIu64 " flush reads",
+             PRIu64 " flush reads, %" PRIu64 " stalled endpoints failed",
              ucs_derived_of(self->super.md, uct_rc_gdr_md_t)->name,
              self->port_num, self->stats.tx_wrs, self->stats.rx_msgs,
-             self->stats.credit_grants, self->stats.flush_reads);
+             self->stats.credit_grants, self->stats.flush_reads,
+             self->stats.tx_stalls);
 
     /* Users destroy their endpoints first; what is left is a zombie whose
      * completions will never come once its QP is gone. */

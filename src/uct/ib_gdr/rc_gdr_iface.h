@@ -18,6 +18,7 @@
 #include <ucs/datastruct/list.h>
 #include <ucs/datastruct/mpool.h>
 #include <ucs/datastruct/queue.h>
+#include <ucs/time/time.h>
 #include <ucs/type/class.h>
 
 
@@ -25,6 +26,10 @@
 #define UCT_RC_GDR_MAX_IOV        8
 #define UCT_RC_GDR_AM_MAX_HDR     128
 #define UCT_RC_GDR_AM_ID_BITS     5
+#define UCT_RC_GDR_STALL_SWEEPS   4    /* stall sweeps in a row that fail an
+                                          endpoint */
+#define UCT_RC_GDR_STALL_POLLS    256  /* progress calls between two reads
+                                          of the clock */
 
 
 typedef struct uct_rc_gdr_ep uct_rc_gdr_ep_t;
@@ -56,6 +61,7 @@ typedef struct uct_rc_gdr_iface_config {
     size_t                    seg_size;
     size_t                    max_inline;
     double                    failure_timeout;
+    ucs_time_t                tx_stall_timeout;
     unsigned                  retry_count;
     unsigned                  max_rd_atomic;
     unsigned                  gid_index;
@@ -116,6 +122,8 @@ typedef struct uct_rc_gdr_iface_stats {
     uint64_t                  credit_overflows; /* credits past the window */
     uint64_t                  bounce_queued_max; /* most message units queued
                                                     on one endpoint */
+    uint64_t                  tx_stalls; /* endpoints failed by the stall
+                                            check (rc_gdr_iface.c) */
 } uct_rc_gdr_iface_stats_t;
 
 
@@ -145,6 +153,12 @@ struct uct_rc_gdr_iface {
     int                       rx_returned; /* a kept buffer came back:
                                               repost even without receives */
     uct_recv_desc_t           release_desc;
+    struct {
+        ucs_time_t            interval; /* between sweeps; 0: off */
+        ucs_time_t            next;     /* the next sweep, at the earliest */
+        unsigned              polls;    /* progress calls since the clock
+                                           was last read */
+    } stall;
     struct {
         unsigned              tx_queue_len;
         unsigned              tx_cq_moderation;
