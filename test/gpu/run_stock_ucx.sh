@@ -54,11 +54,22 @@ done
 # The capability chain's GPU side with the real driver: rc_gdr_info loads
 # libcuda.so.1 as the md does and judges every GPU (no NIC to pair with).
 check driver_found_by_rc_gdr_info bash -c "'$D/b116/rc_gdr_info' 2>&1 | head -40; '$D/b116/rc_gdr_info' --json 2>&1 | grep -qi 'H200'"
+# BAR1, the space GPUDirect registrations map, as NVML reports it (the
+# sysfs BAR size is only the fallback)
+check bar1_reported_by_nvml bash -c "'$D/b116/rc_gdr_info' 2>&1 | grep BAR1; '$D/b116/rc_gdr_info' 2>&1 | grep -q 'BAR1 .*free.*(NVML)'"
 # Memory kinds, buffer IDs, DMA-BUF export through the md's CUDA shim
 check md_cuda_shim_with_real_driver \
     bash -c "RC_GDR_TEST_CUDA=real '$D/b116/gtest_rc_gdr' --gtest_filter='cuda_gpu.*' > /tmp/gt.\$\$ 2>&1; rc=\$?
              grep -E '^\[ +(OK|FAILED|SKIPPED|PASSED) +\]' /tmp/gt.\$\$
              [ \$rc = 0 ] && grep -q '^\[  PASSED  \] [1-9]' /tmp/gt.\$\$"
+# The md itself over the real driver: memory types and a GPU registration,
+# with the stand-in verbs device of test/mocks as its NIC (said so; no NIC
+# here), the module being this release's build
+check md_reports_cuda_memory_stand_in_nic \
+    bash -c "RC_GDR_TEST_CUDA=real RC_GDR_TEST_MODULE='$D/b116/libuct_ib_gdr.so' \
+             '$D/b116/gtest_rc_gdr' --gtest_filter='md.real_gpu_memory_reported' > /tmp/gt.\$\$ 2>&1; rc=\$?
+             grep -E '^\[ +(OK|FAILED|SKIPPED|PASSED) +\]|Failure|Expected|Which is|peermem' /tmp/gt.\$\$
+             [ \$rc = 0 ] && grep -q '^\[  PASSED  \] 1 test' /tmp/gt.\$\$"
 if ls /sys/class/infiniband/* > /dev/null 2>&1; then
     check md_reports_cuda_memory env LD_PRELOAD="$D/b116/libuct_ib_gdr.so" \
         bash -c "'$D/b116/uct_components' rc_gdr | tee /dev/stderr | grep -A2 'md ' | grep 'registers:.* cuda'"

@@ -1252,3 +1252,56 @@ TEST_F(md, fork_child_leaves_registrations) {
     munmap(buf, length);
     uct_rc_gdr_cuda_mem_free(gpu);
 }
+
+
+/*
+ * The md over the real CUDA driver (RC_GDR_TEST_CUDA=real on a GPU machine;
+ * test/gpu/run_stock_ucx.sh): it tells GPU memory from host memory, and
+ * registers GPU memory on the lane its gate chose. The NIC is the stand-in
+ * one (GPU machines here have none), so the lane says nothing about a real
+ * NIC; the memory types and the registration's bookkeeping are the md's.
+ */
+TEST_F(md, real_gpu_memory_reported) {
+    int count = 0;
+
+    if ((uct_rc_gdr_cuda_init() != UCS_OK) || emulated_gpu() ||
+        (uct_rc_gdr_cuda_device_count(&count) != UCS_OK) || (count == 0)) {
+        GTEST_SKIP() << "needs a GPU and its CUDA driver "
+                        "(RC_GDR_TEST_CUDA=real)";
+    }
+
+    const size_t length = 1 << 20;
+    void *gpu           = gpu_alloc(0, length);
+    void *host          = map(length);
+    ucs_memory_type_t mem_type;
+    mock_verbs_mr_t mr;
+    uct_mem_h memh;
+
+    ASSERT_TRUE(gpu != NULL);
+    ASSERT_EQ(UCS_OK, open());
+    ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, gpu, length,
+                                                &mem_type));
+    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, mem_type);
+    ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, (char*)gpu + 4096, 64,
+                                                &mem_type));
+    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, mem_type) << "an interior range";
+    ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, host, length,
+                                                &mem_type));
+    EXPECT_EQ(UCS_MEMORY_TYPE_HOST, mem_type);
+
+    memh = reg(gpu, length);
+    md_stats_t s = stats();
+    EXPECT_EQ(1u, s.peermem_regs + s.dmabuf_regs + s.bounce_regs)
+            << "peermem " << s.peermem_regs << ", dmabuf " << s.dmabuf_regs
+            << ", bounce " << s.bounce_regs;
+    EXPECT_EQ(0u, s.host_regs);
+    /* A NIC key exactly when the lane is GDR */
+    EXPECT_EQ(s.bounce_regs == 0, mock_verbs_find((uintptr_t)gpu, &mr));
+    EXPECT_EQ(s.bounce_regs == 0,
+              !!(rkey(memh).flags & UCT_RC_GDR_RKEY_FLAG_NIC));
+    dereg(memh);
+    close();
+
+    EXPECT_EQ(UCS_OK, uct_rc_gdr_cuda_mem_free(gpu));
+    munmap(host, length);
+}
