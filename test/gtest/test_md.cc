@@ -975,6 +975,54 @@ TEST_F(md, gpu_reg_falls_back_to_bounce) {
     }
 }
 
+/*
+ * A fallback is not kept for reuse: once its last handle is gone, the next
+ * registration of the same memory asks the NIC again (the limit that refused
+ * it may have passed), instead of hitting the bounce registration. Only a
+ * cache that keeps registrations (memory events on) could hand it out.
+ */
+TEST_F(md, gpu_fallback_not_kept) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    ASSERT_EQ(UCS_OK, open());
+    if (!ucm_global_opts.enable_events) {
+        GTEST_SKIP() << "the cache keeps nothing without memory events";
+    }
+
+    const size_t length = 64 * 1024;
+    char *gpu           = (char*)gpu_alloc(1, length);
+    mock_verbs_mr_t mr;
+    uct_mem_h memh;
+
+    {
+        log_capture capture;
+
+        mock_verbs_fail_reg(1, ENOMEM);
+        memh = reg(gpu, length);
+    }
+    EXPECT_FALSE(rkey(memh).flags & UCT_RC_GDR_RKEY_FLAG_NIC);
+    EXPECT_EQ(1u, stats().bounce_regs);
+    dereg(memh);
+
+    /* The limit has passed: a NIC key now */
+    memh = reg(gpu, length);
+    EXPECT_TRUE(rkey(memh).flags & UCT_RC_GDR_RKEY_FLAG_NIC);
+    EXPECT_TRUE(mock_verbs_find((uintptr_t)gpu, &mr));
+    EXPECT_EQ(1u, stats().peermem_regs);
+    dereg(memh);
+
+    /* and that one is kept: the next is a hit on it */
+    memh = reg(gpu, length);
+    EXPECT_TRUE(rkey(memh).flags & UCT_RC_GDR_RKEY_FLAG_NIC);
+    EXPECT_EQ(1u, stats().peermem_regs);
+    dereg(memh);
+
+    close();
+    uct_rc_gdr_cuda_mem_free(gpu);
+}
+
 /* Where the bounce lane is not allowed, the refused registration fails and
  * names the cause */
 TEST_F(md, gpu_reg_fails_without_bounce) {

@@ -718,8 +718,9 @@ out_unlock:
 
 /*
  * The NIC refused a GPU registration the gate allowed: the bounce lane
- * carries the memory where it may (gdr_mr left without a NIC key), else the
- * registration fails, naming the cause. One line per cause says so; later
+ * carries the memory where it may (gdr_mr left without a NIC key, and not
+ * kept past its last handle: the next registration asks the NIC again),
+ * else the registration fails, naming the cause. One line per cause says so; later
  * ones are counted (md stats), not logged.
  */
 static ucs_status_t
@@ -761,6 +762,7 @@ uct_rc_gdr_md_reg_gpu_failed(uct_rc_gdr_md_t *md,
                   md->name, gdr_mr->gpu, (void*)region->start,
                   (void*)region->end, cause, error->what);
     }
+    uct_rc_gdr_rcache_region_no_keep(region);
     gdr_mr->mr = NULL;
     return UCS_OK;
 }

@@ -1532,6 +1532,11 @@ out_unlock:
     return status;
 }
 
+void uct_rc_gdr_rcache_region_no_keep(uct_rc_gdr_rcache_region_t *region)
+{
+    region->flags &= ~UCT_RC_GDR_RCACHE_REGION_FLAG_RETAIN;
+}
+
 ucs_status_t uct_rc_gdr_rcache_put(uct_rc_gdr_rcache_t *rcache,
                                    uct_rc_gdr_rcache_handle_t handle)
 {

@@ -193,6 +193,15 @@ void uct_rc_gdr_rcache_invalidate(uct_rc_gdr_rcache_t *rcache, void *address,
 
 
 /*
+ * For ops->mem_reg: the registration stands in for the one asked for (a GPU
+ * registration the NIC refused, carried by the bounce lane instead). The
+ * region is released at its last reference, never kept, so that the next
+ * registration of the memory asks the NIC again.
+ */
+void uct_rc_gdr_rcache_region_no_keep(uct_rc_gdr_rcache_region_t *region);
+
+
+/*
  * Release every kept region nobody holds, now: for an owner whose
  * registration failed at a resource limit (the NIC's MR count, locked
  * memory), before it tries once more. May be called from ops->mem_reg (the
