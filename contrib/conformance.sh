@@ -28,6 +28,11 @@
 #   --save-baseline write this run's rc_verbs results into
 #                   contrib/conformance/rc_verbs-baseline.tsv
 #   --no-build      use the build as it is (do not run contrib/build.sh)
+#   --ucx VERSION   an upstream release (1.22.0): its own gtest (patched by
+#                   contrib/conformance/ucx-VERSION-rc_gdr.patch) and
+#                   rc_gdr's build against it (RC_GDR_BUILD, default
+#                   build-VERSION); rc_verbs' baseline is then
+#                   contrib/conformance/rc_verbs-baseline-VERSION.tsv
 #   --out DIR       keep the raw results in DIR (default: a temporary
 #                   directory, removed at the end)
 #   --resume        with --out: run only the tests that have no result in
@@ -61,6 +66,7 @@ RESUME=0
 FRESH_VERBS=0
 SAVE_BASELINE=0
 BASELINE=contrib/conformance/rc_verbs-baseline.tsv
+UPSTREAM=""
 
 # The CI subset, as gtest suite patterns (the transport prefix is added).
 CORE_SUITES="uct_flush_test uct_cancel_test test_uct_pending
@@ -86,6 +92,8 @@ parse_args() {
                       else VM_TIMEOUT=$2; fi
                       shift ;;
         --no-build)   BUILD=0 ;;
+        --ucx)        [ $# -ge 2 ] || die "--ucx needs a version"
+                      UPSTREAM=$2; shift ;;
         --out)        [ $# -ge 2 ] || die "--out needs a directory"
                       OUT=$2; shift ;;
         --resume)     RESUME=1 ;;
@@ -152,6 +160,11 @@ verbs_cache_update() { # GTEST
 # The key of the baseline: what rc_verbs' results depend on and a fresh
 # machine can tell before any run.
 baseline_key() { # GTEST
+    if [ -n "$UPSTREAM" ]; then
+        echo "# key: ucx=$UPSTREAM" \
+             "gtest=$(basename "$(dirname "$1")") timeout=$TIMEOUT"
+        return
+    fi
     echo "# key: libucx0=$(dpkg-query -W -f='${Version}' libucx0)" \
          "gtest=$(basename "$(dirname "$1")") timeout=$TIMEOUT"
 }
@@ -170,14 +183,15 @@ baseline_save() { # GTEST
 
 run_guest() { # GTEST
     local rc=0 seed=/dev/null cache
-    echo "== conformance ($MODE${FILTER:+, filter $FILTER}): UCX's UCT gtest" \
+    echo "== conformance ($MODE${FILTER:+, filter $FILTER}${UPSTREAM:+, UCX $UPSTREAM}): UCX's UCT gtest" \
          "in the soft-RoCE guest, ${TIMEOUT} s per test"
     cache=$(verbs_cache "$1")
     if [ "$FRESH_VERBS" = 0 ]; then
         # earlier runs' results first, then the baseline's for the others
         seed="$OUT/verbs-seed.tsv"
         { [ -f "$cache" ] && cat "$cache"
-          [ -f "$BASELINE" ] && grep -qxF "$(baseline_key "$1")" "$BASELINE" &&
+          [ -f "$BASELINE" ] &&
+              grep -qxF "$(baseline_key "$1")" "$BASELINE" &&
               grep -v '^#' "$BASELINE"
           true; } | awk -F'\t' '!seen[$1]++' > "$seed"
         if [ -s "$seed" ]; then
@@ -214,12 +228,18 @@ main() {
     fi
     mkdir -p "$OUT"
     OUT=$(cd "$OUT" && pwd)
+    if [ -n "$UPSTREAM" ]; then
+        export RC_GDR_BUILD=${RC_GDR_BUILD:-build-$UPSTREAM}
+        BASELINE=contrib/conformance/rc_verbs-baseline-$UPSTREAM.tsv
+    fi
 
     if [ "$REPORT_ONLY" = 0 ]; then
         if [ "$BUILD" = 1 ]; then
-            contrib/build.sh "${RC_GDR_BUILD:-build}"
+            contrib/build.sh ${UPSTREAM:+--ucx "$UPSTREAM"} \
+                "${RC_GDR_BUILD:-build}"
         fi
-        gtest=$("$CONF/build-gtest.sh" --print-path)
+        gtest=$("$CONF/build-gtest.sh" ${UPSTREAM:+--ucx "$UPSTREAM"} \
+                --print-path)
         # what the report resolves crash frames with: the binaries of the run
         cp "${RC_GDR_BUILD:-build}/src/uct/ib_gdr/.libs/libuct_ib_gdr.so" \
             "$OUT/libuct_ib_gdr.so"

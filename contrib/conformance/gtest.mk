@@ -5,7 +5,13 @@
 # Used by contrib/conformance/build-gtest.sh, which prepares the directories:
 #
 #   make -f gtest.mk -C OUT GTEST_DIR=<patched test/gtest copy> \
-#        UCX_SRC=<ucx source tree> UCX_CONFIG=<dir of config.h> -j$(nproc)
+#        UCX_SRC=<ucx source tree> UCX_CONFIG=<dir of config.h> \
+#        [UCX_PREFIX=<install prefix> UCX_API=1.22] -j$(nproc)
+#
+# UCX_PREFIX: an upstream release installed by contrib/ucx-upstream.sh (its
+# public headers and libraries, found at run time through the binary's
+# rpath); empty for the distribution's UCX. UCX_API: the release's suite
+# list, 1.13 (Debian's 1.13.1) or 1.22.
 #
 # Sources are UCX's own, unmodified except for the transport lists patched by
 # contrib/conformance/*.patch. Left out, and why:
@@ -18,6 +24,8 @@
 GTEST_DIR  ?= src/test/gtest
 UCX_SRC    ?= /usr/src/ucx
 UCX_CONFIG ?= .
+UCX_PREFIX ?=
+UCX_API    ?= 1.13
 
 COMMON_SRCS = \
 	common/main.cc \
@@ -55,6 +63,13 @@ UCT_SRCS = \
 	uct/test_zcopy_comp.cc \
 	uct/v2/test_uct_query.cc
 
+# Suites 1.22 adds that apply to a verbs transport
+ifeq ($(UCX_API),1.22)
+UCT_SRCS += \
+	uct/test_atomic_key_reg_rdma_mem_type.cc \
+	uct/test_uct_iface.cc
+endif
+
 GTEST_LIB_SRCS = \
 	common/googletest/gtest.cc \
 	common/googletest/gtest-death-test.cc \
@@ -63,6 +78,9 @@ GTEST_LIB_SRCS = \
 	common/googletest/gtest-printers.cc \
 	common/googletest/gtest-test-part.cc \
 	common/googletest/gtest-typed-test.cc
+ifeq ($(UCX_API),1.22)
+GTEST_LIB_SRCS += common/googletest/gtest-matchers.cc
+endif
 
 SRCS = $(COMMON_SRCS) $(UCT_SRCS) $(GTEST_LIB_SRCS)
 OBJS = $(patsubst %.cc,obj/%.o,$(SRCS))
@@ -78,6 +96,11 @@ CPPFLAGS = -DHAVE_CONFIG_H -DTOP_SRCDIR=\"$(UCX_SRC)\" \
 CXXFLAGS = -std=c++11 -g -O0 -Wall -Wno-deprecated-declarations -pthread
 LDFLAGS  = -pthread -rdynamic
 LIBS     = -lucp -luct -lucs -lucm -ldl -lm
+ifneq ($(UCX_PREFIX),)
+CPPFLAGS += -I$(UCX_PREFIX)/include
+LDFLAGS  += -L$(UCX_PREFIX)/lib -Wl,-rpath,$(UCX_PREFIX)/lib \
+	    -Wl,--disable-new-dtags
+endif
 
 gtest: $(OBJS)
 	$(CXX) $(LDFLAGS) -o $@.tmp $(OBJS) $(LIBS)
