@@ -35,6 +35,7 @@
 #include "uct_test_util.h"
 
 #include <infiniband/verbs.h>
+#include <ucs/debug/log_def.h>
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -131,6 +132,7 @@ typedef struct {
     int32_t  ep_error;
     uint64_t r1_hash, r2_hash, r3_hash;
     uint64_t rss_kb;
+    uint64_t log_lines;        /* said at warning level or above */
     stats_t  stats;
 } target_state_t;
 
@@ -246,6 +248,23 @@ static uint64_t rss_kb(void)
         fclose(f);
     }
     return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+
+/* The target's log lines at warning level or above, still printed: what a
+ * flood of refused requests must not make grow with it */
+static uint64_t target_log_lines;
+
+static ucs_log_func_rc_t
+target_log_count(const char *file, unsigned line, const char *function,
+                 ucs_log_level_t level,
+                 const ucs_log_component_config_t *comp_conf,
+                 const char *message, va_list ap)
+{
+    if (level <= UCS_LOG_LEVEL_WARN) {
+        ++target_log_lines;
+    }
+    return UCS_LOG_FUNC_RC_CONTINUE;
 }
 
 
@@ -380,6 +399,7 @@ static void target_run(const char *dev, int cmd_fd, int reply_fd)
                      UCS_ERR_NO_DEVICE);
     }
 
+    ucs_log_push_handler(target_log_count);
     uct_test_node_open(&node, dev, 0);
     memset(&ep_params, 0, sizeof(ep_params));
     ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
@@ -466,6 +486,7 @@ static void target_run(const char *dev, int cmd_fd, int reply_fd)
         st.r2_hash   = tregion_check(&r2, &st.guards_ok);
         st.r3_hash   = tregion_check(&r3, &st.guards_ok);
         st.rss_kb    = rss_kb();
+        st.log_lines = target_log_lines;
         st.ep_error  = node.ep_error;
         target_stats(node.iface, &st.stats);
         uct_test_write_all(reply_fd, &st, sizeof(st));
@@ -1079,6 +1100,45 @@ static void run_attacks(attacker_t *a)
     }
     check_memory(a, "guessed tokens");
 
+    /* 2b. A flood of refused requests of every kind a peer may repeat:
+     * each one refused and counted, while the target's log says at most the
+     * first of each kind, not one line per request */
+    target_state(a, &before);
+    flood   = 60;
+    refused = 0;
+    memset(data, 0x44, 8);
+    for (i = 0; i < flood; ++i) {
+        refused += (att_put(a, r1_token ^ (0x1000u + i), info.r1, data, 8,
+                            WAIT_S) < 0);                 /* unknown token */
+        refused += (att_put(a, r1_token, info.r1 + R1_LEN, data, 8,
+                            WAIT_S) < 0);                 /* past the end */
+        refused += (att_get(a, r1_token, info.r1 + R1_LEN - 4, 8,
+                            WAIT_S) < 0);                 /* past the end */
+        refused += (att_get(a, r1_token, info.r1, 0, WAIT_S) < 0); /* none */
+        memset(&hdr, 0, sizeof(hdr));
+        hdr.type     = MSG_PUT_DATA;
+        hdr.flags    = FLAG_LAST;
+        hdr.xfer_id  = att_id(a);
+        hdr.chunk    = 3;                                 /* out of order */
+        hdr.token    = (uint32_t)r1_token;
+        hdr.token_hi = (uint32_t)(r1_token >> 32);
+        hdr.addr     = info.r1;
+        hdr.length   = 8;
+        att_send(a, &hdr, data, 8);
+        refused += (att_wait_ack(a, hdr.xfer_id, WAIT_S) < 0);
+    }
+    target_state(a, &st);
+    uct_test_check((refused == 5 * flood) &&
+                   (DELTA(&st, &before, bounce_refused) ==
+                    5 * (uint64_t)flood) &&
+                   (st.log_lines - before.log_lines <= 5),
+                   "%d refused requests of 5 kinds: %d refused, %" PRIu64
+                   " counted, %" PRIu64 " lines in the target's log (bound "
+                   "5, one per kind)", 5 * flood, refused,
+                   DELTA(&st, &before, bounce_refused),
+                   st.log_lines - before.log_lines);
+    check_memory(a, "refusal flood");
+
     /* 3. Malformed: truncated, lengths past the message, unknown type,
      * a request carrying a payload. Dropped, counted, no answer. */
     target_state(a, &before);
@@ -1485,11 +1545,12 @@ int main(int argc, char **argv)
     printf("target counters: refused %" PRIu64 ", malformed %" PRIu64
            ", unexpected %" PRIu64 ", revoked %" PRIu64 ", replies dropped %"
            PRIu64 ", timeouts %" PRIu64 ", credit overflows %" PRIu64
-           ", queued max %" PRIu64 "\n", st.stats.bounce_refused,
-           st.stats.bounce_malformed, st.stats.bounce_unexpected,
-           st.stats.bounce_revoked, st.stats.bounce_acks_dropped,
-           st.stats.bounce_timeouts, st.stats.credit_overflows,
-           st.stats.bounce_queued_max);
+           ", queued max %" PRIu64 "; %" PRIu64 " warning or error lines "
+           "logged\n", st.stats.bounce_refused, st.stats.bounce_malformed,
+           st.stats.bounce_unexpected, st.stats.bounce_revoked,
+           st.stats.bounce_acks_dropped, st.stats.bounce_timeouts,
+           st.stats.credit_overflows, st.stats.bounce_queued_max,
+           st.log_lines);
     if (waitpid(target_pid, &wstatus, 0) != target_pid) {
         die_errno("waitpid");
     }

@@ -49,6 +49,7 @@
 
 #include <ucs/datastruct/khash.h>
 #include <ucs/datastruct/list.h>
+#include <ucs/debug/log_def.h>
 #include <ucs/time/time.h>
 
 
@@ -114,6 +115,14 @@ typedef enum {
     UCT_RC_GDR_BOUNCE_REPORT_STAGE, /* a staged chunk: the engine */
     UCT_RC_GDR_BOUNCE_REPORT_XFER   /* a part of a transfer */
 } uct_rc_gdr_bounce_report_t;
+
+
+/* What a peer may do again and again, said once per interface (the
+ * counters count every one): uct_rc_gdr_bounce_log_level() */
+typedef enum {
+    UCT_RC_GDR_BOUNCE_LOG_PUT_ORDER,  /* a put's messages out of order */
+    UCT_RC_GDR_BOUNCE_LOG_GET_REFUSED /* a get of 0 bytes, or too many */
+} uct_rc_gdr_bounce_log_t;
 
 
 typedef struct uct_rc_gdr_bounce_xfer uct_rc_gdr_bounce_xfer_t;
@@ -245,6 +254,8 @@ struct uct_rc_gdr_bounce_iface {
     unsigned                         num_gone;  /* endpoints to free */
     unsigned                         events;    /* transfers ended since the
                                                    last progress */
+    unsigned                         logged;    /* UCS_BIT(uct_rc_gdr_bounce_
+                                                   log_t): said once */
 };
 
 
@@ -291,6 +302,31 @@ void uct_rc_gdr_bounce_leave(uct_rc_gdr_bounce_iface_t *b);
 static inline int uct_rc_gdr_bounce_ep_user_gone(uct_rc_gdr_bounce_ep_t *bep)
 {
     return bep->gone || (bep->ep->flags & UCT_RC_GDR_EP_FLAG_DESTROYED);
+}
+
+
+/* @a level the first time the lane says @a what, debug level after that: a
+ * hostile peer repeats a refused request at will, and must not flood the
+ * log with it */
+static inline ucs_log_level_t
+uct_rc_gdr_bounce_log_level(uct_rc_gdr_bounce_iface_t *b,
+                            uct_rc_gdr_bounce_log_t what,
+                            ucs_log_level_t level)
+{
+    if (b->logged & UCS_BIT(what)) {
+        return UCS_LOG_LEVEL_DEBUG;
+    }
+
+    b->logged |= UCS_BIT(what);
+    return level;
+}
+
+
+/* What the first line of its kind adds: where the others go */
+static inline const char *uct_rc_gdr_bounce_log_more(ucs_log_level_t level)
+{
+    return (level == UCS_LOG_LEVEL_DEBUG) ? "" :
+           " (further ones like it are counted, logged at debug level)";
 }
 
 

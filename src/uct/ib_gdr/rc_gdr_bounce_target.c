@@ -105,6 +105,7 @@ void uct_rc_gdr_bounce_recv_put_data(uct_rc_gdr_bounce_ep_t *bep,
 {
     uct_rc_gdr_iface_t *iface    = uct_rc_gdr_bounce_ep_iface(bep);
     uct_rc_gdr_bounce_iface_t *b = iface->bounce;
+    ucs_log_level_t level;
     ucs_status_t status;
     uint64_t stamp;
     int gpu;
@@ -115,15 +116,25 @@ void uct_rc_gdr_bounce_recv_put_data(uct_rc_gdr_bounce_ep_t *bep,
         bep->rx.id     = hdr->xfer_id;
         bep->rx.status = UCS_OK;
         if (hdr->chunk != 0) {
-            ucs_error("rc_gdr: QP 0x%x: bounce put %u starts at message %u",
-                      bep->ep->qp->qp_num, hdr->xfer_id, hdr->chunk);
+            level = uct_rc_gdr_bounce_log_level(b,
+                                                UCT_RC_GDR_BOUNCE_LOG_PUT_ORDER,
+                                                UCS_LOG_LEVEL_ERROR);
+            ucs_log(level, "rc_gdr: QP 0x%x: bounce put %u starts at message "
+                    "%u: refused%s", bep->ep->qp->qp_num, hdr->xfer_id,
+                    hdr->chunk, uct_rc_gdr_bounce_log_more(level));
+            ++iface->stats.bounce_refused;
             bep->rx.status = UCS_ERR_INVALID_PARAM;
         }
     } else if (hdr->chunk != bep->rx.next_chunk) {
         if (bep->rx.status == UCS_OK) {
-            ucs_error("rc_gdr: QP 0x%x: bounce put %u: message %u, expected "
-                      "%u", bep->ep->qp->qp_num, hdr->xfer_id, hdr->chunk,
-                      bep->rx.next_chunk);
+            level = uct_rc_gdr_bounce_log_level(b,
+                                                UCT_RC_GDR_BOUNCE_LOG_PUT_ORDER,
+                                                UCS_LOG_LEVEL_ERROR);
+            ucs_log(level, "rc_gdr: QP 0x%x: bounce put %u: message %u, "
+                    "expected %u: refused%s", bep->ep->qp->qp_num,
+                    hdr->xfer_id, hdr->chunk, bep->rx.next_chunk,
+                    uct_rc_gdr_bounce_log_more(level));
+            ++iface->stats.bounce_refused;
         }
         bep->rx.status = UCS_ERR_INVALID_PARAM;
     }
@@ -161,15 +172,20 @@ void uct_rc_gdr_bounce_recv_get_req(uct_rc_gdr_bounce_ep_t *bep,
     uct_rc_gdr_iface_t *iface    = uct_rc_gdr_bounce_ep_iface(bep);
     uct_rc_gdr_bounce_iface_t *b = iface->bounce;
     uct_rc_gdr_bounce_xfer_t *xfer;
+    ucs_log_level_t level;
     ucs_status_t status;
     uint64_t stamp;
     int gpu;
 
     if ((hdr->length == 0) ||
         (bep->num_served >= UCT_RC_GDR_BOUNCE_EP_MAX_XFERS)) {
-        ucs_error("rc_gdr: QP 0x%x: bounce get %u of %" PRIu64 " bytes "
-                  "refused (%u already served)", bep->ep->qp->qp_num,
-                  hdr->xfer_id, hdr->length, bep->num_served);
+        level = uct_rc_gdr_bounce_log_level(b,
+                                            UCT_RC_GDR_BOUNCE_LOG_GET_REFUSED,
+                                            UCS_LOG_LEVEL_ERROR);
+        ucs_log(level, "rc_gdr: QP 0x%x: bounce get %u of %" PRIu64 " bytes "
+                "refused (%u already served)%s", bep->ep->qp->qp_num,
+                hdr->xfer_id, hdr->length, bep->num_served,
+                uct_rc_gdr_bounce_log_more(level));
         ++iface->stats.bounce_refused;
         uct_rc_gdr_bounce_send_ack(bep, hdr->xfer_id,
                                    (hdr->length == 0) ? UCS_ERR_INVALID_PARAM :
