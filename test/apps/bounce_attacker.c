@@ -98,7 +98,8 @@ typedef struct {
              bounce_refused, bounce_bufs_in_use, bounce_bufs_max,
              bounce_malformed, bounce_unexpected, bounce_revoked,
              bounce_acks_dropped, bounce_timeouts, unknown_qp_msgs,
-             credit_overflows, bounce_queued_max;
+             credit_overflows, bounce_queued_max, tx_stalls,
+             bounce_serve_timeouts;
 } stats_t;
 
 #define STATS_HAS(_s, _field) \
@@ -1272,6 +1273,60 @@ static void run_attacks(attacker_t *a)
                    DELTA(&st, &before, credit_overflows) : 0, st_str(s1));
     check_memory(a, "credit flood");
 
+    /* 6b. A get of more than the credit window whose data is never taken
+     * (no credits returned), the peer alive: after BOUNCE_TIMEOUT (2 s
+     * here) the target drops it, its staging buffers back in the pool,
+     * counted; the error ACK goes out when credits come. */
+    {
+        uct_rc_gdr_rkey_t r2_key;
+        target_state_t held;
+        uint32_t id;
+
+        if (uct_rc_gdr_rkey_unpack_buffer(info.r2_rkey,
+                                          uct_rc_gdr_rkey_packed_size(),
+                                          &r2_key) != UCS_OK) {
+            uct_test_die("R2's key", UCS_ERR_INVALID_PARAM);
+        }
+        target_state(a, &before);
+        a->withhold       = 1;
+        a->get_data_bytes = 0;
+        memset(&hdr, 0, sizeof(hdr));
+        hdr.type     = MSG_GET_REQ;
+        hdr.xfer_id  = id = att_id(a);
+        hdr.token    = r2_key.rkey;
+        hdr.token_hi = r2_key.token_hi;
+        hdr.addr     = info.r2;
+        hdr.length   = R2_LEN;
+        att_send(a, &hdr, NULL, 0);
+        att_drain(a, 1.0);       /* the credits are spent, buffers held */
+        target_state(a, &held);
+        att_drain(a, 3.0);       /* past the timeout */
+        target_state(a, &st);
+        a->withhold = 0;
+        att_return_credits(a);
+        s1 = att_wait_ack(a, id, WAIT_S);
+        while (a->owed > 0) {
+            att_return_credits(a);
+            att_drain(a, 1.0);
+        }
+        uct_test_check((held.stats.bounce_bufs_in_use > 0) &&
+                       (st.stats.bounce_bufs_in_use == 0) &&
+                       HAS(&st, bounce_serve_timeouts) &&
+                       (DELTA(&st, &before, bounce_serve_timeouts) == 1) &&
+                       (s1 == UCS_ERR_TIMED_OUT) &&
+                       (a->get_data_bytes < R2_LEN),
+                       "get of %u bytes whose data the live peer never "
+                       "takes: dropped after the timeout, staging buffers "
+                       "%" PRIu64 " -> %" PRIu64 ", counted %" PRIu64
+                       ", answered %s after %" PRIu64 " bytes", R2_LEN,
+                       held.stats.bounce_bufs_in_use,
+                       st.stats.bounce_bufs_in_use,
+                       HAS(&st, bounce_serve_timeouts) ?
+                       DELTA(&st, &before, bounce_serve_timeouts) : 0,
+                       st_str(s1), a->get_data_bytes);
+        check_memory(a, "served get timeout");
+    }
+
     /* 7. A served get whose memory is deregistered, freed and reused by
      * another owner while it is served: it stops with an error; none of
      * the new owner's bytes go out. Credits are held back so that the get
@@ -1297,7 +1352,9 @@ static void run_attacks(attacker_t *a)
         hdr.addr    = info.r2;
         hdr.length  = R2_LEN;
         att_send(a, &hdr, NULL, 0);
-        att_drain(a, 3.0);       /* it runs until the credits are spent */
+        att_drain(a, 0.5);       /* it runs until the credits are spent;
+                                    silent past BOUNCE_TIMEOUT, the
+                                    attacker would see it dropped (6b) */
 
         memset(&cmd, 0, sizeof(cmd));
         cmd.cmd = CMD_FREE2;
@@ -1544,11 +1601,12 @@ int main(int argc, char **argv)
     target_cmd(a, &cmd, &st);
     printf("target counters: refused %" PRIu64 ", malformed %" PRIu64
            ", unexpected %" PRIu64 ", revoked %" PRIu64 ", replies dropped %"
-           PRIu64 ", timeouts %" PRIu64 ", credit overflows %" PRIu64
-           ", queued max %" PRIu64 "; %" PRIu64 " warning or error lines "
-           "logged\n", st.stats.bounce_refused, st.stats.bounce_malformed,
-           st.stats.bounce_unexpected, st.stats.bounce_revoked,
-           st.stats.bounce_acks_dropped, st.stats.bounce_timeouts,
+           PRIu64 ", timeouts %" PRIu64 ", served gets timed out %" PRIu64
+           ", credit overflows %" PRIu64 ", queued max %" PRIu64 "; %" PRIu64
+           " warning or error lines logged\n", st.stats.bounce_refused,
+           st.stats.bounce_malformed, st.stats.bounce_unexpected,
+           st.stats.bounce_revoked, st.stats.bounce_acks_dropped,
+           st.stats.bounce_timeouts, st.stats.bounce_serve_timeouts,
            st.stats.credit_overflows, st.stats.bounce_queued_max,
            st.log_lines);
     if (waitpid(target_pid, &wstatus, 0) != target_pid) {

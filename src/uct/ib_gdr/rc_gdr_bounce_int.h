@@ -120,8 +120,9 @@ typedef enum {
 /* What a peer may do again and again, said once per interface (the
  * counters count every one): uct_rc_gdr_bounce_log_level() */
 typedef enum {
-    UCT_RC_GDR_BOUNCE_LOG_PUT_ORDER,  /* a put's messages out of order */
-    UCT_RC_GDR_BOUNCE_LOG_GET_REFUSED /* a get of 0 bytes, or too many */
+    UCT_RC_GDR_BOUNCE_LOG_PUT_ORDER,    /* a put's messages out of order */
+    UCT_RC_GDR_BOUNCE_LOG_GET_REFUSED,  /* a get of 0 bytes, or too many */
+    UCT_RC_GDR_BOUNCE_LOG_SERVE_TIMEOUT /* a served get's peer silent */
 } uct_rc_gdr_bounce_log_t;
 
 
@@ -176,7 +177,8 @@ struct uct_rc_gdr_bounce_xfer {
                                              is checked against it again */
     ucs_time_t               deadline;    /* awaiting: the peer must have
                                              answered, or taken a message,
-                                             by then */
+                                             by then; SERVE_GET: taken the
+                                             data queued */
     void                     *owned;      /* heap copy freed at the end */
     uct_unpack_callback_t    unpack_cb;   /* get_bcopy, with `owned` */
     void                     *unpack_arg;
@@ -413,6 +415,10 @@ void uct_rc_gdr_bounce_recv_ack(uct_rc_gdr_bounce_ep_t *bep,
 /** Starts answering a validated get; UCS_ERR_NO_RESOURCE keeps it waiting
  *  for a staging buffer. */
 ucs_status_t uct_rc_gdr_bounce_serve_start(uct_rc_gdr_bounce_xfer_t *xfer);
+
+/** Served gets whose live peer took no data in BOUNCE_TIMEOUT: dropped. */
+unsigned uct_rc_gdr_bounce_serve_timeouts(uct_rc_gdr_bounce_ep_t *bep,
+                                          ucs_time_t now);
 
 /** A chunk of a served get is still the registration's to send. */
 ucs_status_t uct_rc_gdr_bounce_serve_check(uct_rc_gdr_bounce_xfer_t *xfer,

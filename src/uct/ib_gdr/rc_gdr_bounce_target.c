@@ -95,6 +95,55 @@ uct_rc_gdr_bounce_serve_start(uct_rc_gdr_bounce_xfer_t *xfer)
 }
 
 
+/* Served gets whose peer, alive, took none of their data (returned no
+ * credits for it) in BOUNCE_TIMEOUT: their queued messages fail, so that the
+ * staging engine ends them and their buffers go back to the pool, and the
+ * peer gets an error ACK, if it ever returns the credits for one. Calls no
+ * user callback. */
+unsigned uct_rc_gdr_bounce_serve_timeouts(uct_rc_gdr_bounce_ep_t *bep,
+                                          ucs_time_t now)
+{
+    uct_rc_gdr_iface_t *iface    = uct_rc_gdr_bounce_ep_iface(bep);
+    uct_rc_gdr_bounce_iface_t *b = iface->bounce;
+    uct_rc_gdr_bounce_xfer_t *xfer;
+    uct_rc_gdr_bounce_wire_t *wire;
+    ucs_log_level_t level;
+    unsigned count = 0;
+
+    ucs_list_for_each(xfer, &bep->serving, list) {
+        if ((now <= xfer->deadline) || (xfer->status != UCS_OK)) {
+            continue;
+        }
+
+        /* only what waits for the peer: a chunk still being copied out of
+         * the GPU is not the peer's delay */
+        ucs_list_for_each(wire, &bep->sendq, sendq) {
+            if ((wire->xfer == xfer) && (wire->post_status == UCS_OK)) {
+                wire->post_status = UCS_ERR_TIMED_OUT;
+                xfer->status      = UCS_ERR_TIMED_OUT;
+            }
+        }
+        if (xfer->status == UCS_OK) {
+            continue;
+        }
+
+        ++iface->stats.bounce_serve_timeouts;
+        level = uct_rc_gdr_bounce_log_level(b,
+                                            UCT_RC_GDR_BOUNCE_LOG_SERVE_TIMEOUT,
+                                            UCS_LOG_LEVEL_WARN);
+        ucs_log(level, "rc_gdr: QP 0x%x: bounce get %u served from %p (%zu "
+                "bytes): the peer took no data in %.1f s "
+                "(UCX_RC_GDR_BOUNCE_TIMEOUT): dropped%s", bep->ep->qp->qp_num,
+                xfer->id, xfer->local, xfer->length,
+                ucs_time_to_sec(b->timeout),
+                uct_rc_gdr_bounce_log_more(level));
+        ++count;
+    }
+
+    return count;
+}
+
+
 /* ------------------------------------------------------------------------
  * Requests of the peer
  * ------------------------------------------------------------------------ */
