@@ -62,6 +62,7 @@
 #define SQ_LEN       256
 #define RQ_LEN       512
 #define WAIT_S       20.0
+#define LATE_S       1.5
 
 /* rc_gdr's immediate data and bounce messages (rc_gdr_ep.h,
  * rc_gdr_bounce_int.h), written down as an attacker would */
@@ -114,6 +115,9 @@ enum {
     CMD_GET    = 'G', /* get_bcopy from the attacker's keyless memory */
     CMD_PUT    = 'P', /* put_bcopy to it */
     CMD_HONEST = 'H', /* connect the second endpoint to an honest peer */
+    CMD_LATE   = 'L', /* "ready", no progress for LATE_S, the attacker's
+                         endpoint destroyed, then progress: what arrived
+                         meanwhile is for a QP of no endpoint */
     CMD_QUIT   = 'Q'
 };
 
@@ -473,6 +477,21 @@ static void target_run(const char *dev, int cmd_fd, int reply_fd)
                                      (const uct_ep_addr_t*)cmd.honest.ep) !=
                 UCS_OK) {
                 uct_test_die("connect to the honest peer", UCS_ERR_IO_ERROR);
+            }
+            break;
+        case CMD_LATE:
+            {
+                uint8_t ready = 1;
+                double end;
+
+                uct_test_write_all(reply_fd, &ready, sizeof(ready));
+                usleep(LATE_S * 1e6);
+                uct_ep_destroy(node.ep);
+                node.ep = NULL;
+                end     = uct_test_now() + 1.0;
+                while (uct_test_now() < end) {
+                    uct_test_progress(nodes, 1);
+                }
             }
             break;
         case CMD_QUIT:
@@ -1457,6 +1476,58 @@ static void run_attacks(attacker_t *a)
                    "target RSS %" PRIu64 " KiB -> %" PRIu64 " KiB over the "
                    "attacks (bound +32 MiB); its endpoint %s", rss0,
                    st.rss_kb, st.ep_error ? "FAILED" : "alive");
+
+    /* 11. Messages for a QP that is no endpoint's: puts into R1 that
+     * arrive while the target does not progress, its endpoint destroyed
+     * before it looks. Dropped and counted, never applied, never answered.
+     * (Last: the attacker's endpoint is gone after it.) */
+    {
+        struct pollfd pfd = {.fd = reply_fd, .events = POLLIN};
+        uint32_t first;
+        uint8_t ready;
+        int late = 20;
+
+        att_return_credits(a);   /* nothing owed to a QP about to go */
+        att_drain(a, 0.5);
+        target_state(a, &before);
+        memset(&cmd, 0, sizeof(cmd));
+        cmd.cmd = CMD_LATE;
+        uct_test_write_all(cmd_fd, &cmd, sizeof(cmd));
+        uct_test_read_all(reply_fd, &ready, sizeof(ready));
+        for (j = 0; j < 100; ++j) {
+            data[j] = pattern(8, j);
+        }
+        first = next_id;
+        for (i = 0; i < late; ++i) {
+            memset(&hdr, 0, sizeof(hdr));
+            hdr.type     = MSG_PUT_DATA;
+            hdr.flags    = FLAG_LAST;
+            hdr.xfer_id  = att_id(a);
+            hdr.token    = (uint32_t)r1_token;
+            hdr.token_hi = (uint32_t)(r1_token >> 32);
+            hdr.addr     = info.r1 + 500;
+            hdr.length   = 100;
+            att_send(a, &hdr, data, 100);
+        }
+        while (poll(&pfd, 1, 0) <= 0) {
+            att_poll(a);
+        }
+        uct_test_read_all(reply_fd, &st, sizeof(st));
+        ok = 1;
+        for (i = 0; i < late; ++i) {
+            ok &= !a->ack_seen[first + i - ID_BASE];
+        }
+        uct_test_check(ok && st.guards_ok && (st.r1_hash == r1_hash) &&
+                       HAS(&st, unknown_qp_msgs) &&
+                       (DELTA(&st, &before, unknown_qp_msgs) ==
+                        (uint64_t)late),
+                       "%d puts into R1 for a QP of no endpoint: dropped "
+                       "unanswered (%s), R1 %s, counted %" PRIu64, late,
+                       ok ? "no ACK" : "ACKED", (st.r1_hash == r1_hash) ?
+                       "unchanged" : "CHANGED",
+                       HAS(&st, unknown_qp_msgs) ?
+                       DELTA(&st, &before, unknown_qp_msgs) : 0);
+    }
 }
 
 
