@@ -35,6 +35,7 @@
 #include "uct_test_util.h"
 
 #include <infiniband/verbs.h>
+#include <ucs/debug/log_def.h>
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -61,6 +62,7 @@
 #define SQ_LEN       256
 #define RQ_LEN       512
 #define WAIT_S       20.0
+#define LATE_S       1.5
 
 /* rc_gdr's immediate data and bounce messages (rc_gdr_ep.h,
  * rc_gdr_bounce_int.h), written down as an attacker would */
@@ -97,7 +99,8 @@ typedef struct {
              bounce_refused, bounce_bufs_in_use, bounce_bufs_max,
              bounce_malformed, bounce_unexpected, bounce_revoked,
              bounce_acks_dropped, bounce_timeouts, unknown_qp_msgs,
-             credit_overflows, bounce_queued_max;
+             credit_overflows, bounce_queued_max, tx_stalls,
+             bounce_serve_timeouts;
 } stats_t;
 
 #define STATS_HAS(_s, _field) \
@@ -112,6 +115,9 @@ enum {
     CMD_GET    = 'G', /* get_bcopy from the attacker's keyless memory */
     CMD_PUT    = 'P', /* put_bcopy to it */
     CMD_HONEST = 'H', /* connect the second endpoint to an honest peer */
+    CMD_LATE   = 'L', /* "ready", no progress for LATE_S, the attacker's
+                         endpoint destroyed, then progress: what arrived
+                         meanwhile is for a QP of no endpoint */
     CMD_QUIT   = 'Q'
 };
 
@@ -131,6 +137,7 @@ typedef struct {
     int32_t  ep_error;
     uint64_t r1_hash, r2_hash, r3_hash;
     uint64_t rss_kb;
+    uint64_t log_lines;        /* said at warning level or above */
     stats_t  stats;
 } target_state_t;
 
@@ -246,6 +253,23 @@ static uint64_t rss_kb(void)
         fclose(f);
     }
     return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+
+/* The target's log lines at warning level or above, still printed: what a
+ * flood of refused requests must not make grow with it */
+static uint64_t target_log_lines;
+
+static ucs_log_func_rc_t
+target_log_count(const char *file, unsigned line, const char *function,
+                 ucs_log_level_t level,
+                 const ucs_log_component_config_t *comp_conf,
+                 const char *message, va_list ap)
+{
+    if (level <= UCS_LOG_LEVEL_WARN) {
+        ++target_log_lines;
+    }
+    return UCS_LOG_FUNC_RC_CONTINUE;
 }
 
 
@@ -380,6 +404,7 @@ static void target_run(const char *dev, int cmd_fd, int reply_fd)
                      UCS_ERR_NO_DEVICE);
     }
 
+    ucs_log_push_handler(target_log_count);
     uct_test_node_open(&node, dev, 0);
     memset(&ep_params, 0, sizeof(ep_params));
     ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
@@ -454,6 +479,21 @@ static void target_run(const char *dev, int cmd_fd, int reply_fd)
                 uct_test_die("connect to the honest peer", UCS_ERR_IO_ERROR);
             }
             break;
+        case CMD_LATE:
+            {
+                uint8_t ready = 1;
+                double end;
+
+                uct_test_write_all(reply_fd, &ready, sizeof(ready));
+                usleep(LATE_S * 1e6);
+                uct_ep_destroy(node.ep);
+                node.ep = NULL;
+                end     = uct_test_now() + 1.0;
+                while (uct_test_now() < end) {
+                    uct_test_progress(nodes, 1);
+                }
+            }
+            break;
         case CMD_QUIT:
             running = 0;
             break;
@@ -466,6 +506,7 @@ static void target_run(const char *dev, int cmd_fd, int reply_fd)
         st.r2_hash   = tregion_check(&r2, &st.guards_ok);
         st.r3_hash   = tregion_check(&r3, &st.guards_ok);
         st.rss_kb    = rss_kb();
+        st.log_lines = target_log_lines;
         st.ep_error  = node.ep_error;
         target_stats(node.iface, &st.stats);
         uct_test_write_all(reply_fd, &st, sizeof(st));
@@ -1079,6 +1120,45 @@ static void run_attacks(attacker_t *a)
     }
     check_memory(a, "guessed tokens");
 
+    /* 2b. A flood of refused requests of every kind a peer may repeat:
+     * each one refused and counted, while the target's log says at most the
+     * first of each kind, not one line per request */
+    target_state(a, &before);
+    flood   = 60;
+    refused = 0;
+    memset(data, 0x44, 8);
+    for (i = 0; i < flood; ++i) {
+        refused += (att_put(a, r1_token ^ (0x1000u + i), info.r1, data, 8,
+                            WAIT_S) < 0);                 /* unknown token */
+        refused += (att_put(a, r1_token, info.r1 + R1_LEN, data, 8,
+                            WAIT_S) < 0);                 /* past the end */
+        refused += (att_get(a, r1_token, info.r1 + R1_LEN - 4, 8,
+                            WAIT_S) < 0);                 /* past the end */
+        refused += (att_get(a, r1_token, info.r1, 0, WAIT_S) < 0); /* none */
+        memset(&hdr, 0, sizeof(hdr));
+        hdr.type     = MSG_PUT_DATA;
+        hdr.flags    = FLAG_LAST;
+        hdr.xfer_id  = att_id(a);
+        hdr.chunk    = 3;                                 /* out of order */
+        hdr.token    = (uint32_t)r1_token;
+        hdr.token_hi = (uint32_t)(r1_token >> 32);
+        hdr.addr     = info.r1;
+        hdr.length   = 8;
+        att_send(a, &hdr, data, 8);
+        refused += (att_wait_ack(a, hdr.xfer_id, WAIT_S) < 0);
+    }
+    target_state(a, &st);
+    uct_test_check((refused == 5 * flood) &&
+                   (DELTA(&st, &before, bounce_refused) ==
+                    5 * (uint64_t)flood) &&
+                   (st.log_lines - before.log_lines <= 5),
+                   "%d refused requests of 5 kinds: %d refused, %" PRIu64
+                   " counted, %" PRIu64 " lines in the target's log (bound "
+                   "5, one per kind)", 5 * flood, refused,
+                   DELTA(&st, &before, bounce_refused),
+                   st.log_lines - before.log_lines);
+    check_memory(a, "refusal flood");
+
     /* 3. Malformed: truncated, lengths past the message, unknown type,
      * a request carrying a payload. Dropped, counted, no answer. */
     target_state(a, &before);
@@ -1212,6 +1292,60 @@ static void run_attacks(attacker_t *a)
                    DELTA(&st, &before, credit_overflows) : 0, st_str(s1));
     check_memory(a, "credit flood");
 
+    /* 6b. A get of more than the credit window whose data is never taken
+     * (no credits returned), the peer alive: after BOUNCE_TIMEOUT (2 s
+     * here) the target drops it, its staging buffers back in the pool,
+     * counted; the error ACK goes out when credits come. */
+    {
+        uct_rc_gdr_rkey_t r2_key;
+        target_state_t held;
+        uint32_t id;
+
+        if (uct_rc_gdr_rkey_unpack_buffer(info.r2_rkey,
+                                          uct_rc_gdr_rkey_packed_size(),
+                                          &r2_key) != UCS_OK) {
+            uct_test_die("R2's key", UCS_ERR_INVALID_PARAM);
+        }
+        target_state(a, &before);
+        a->withhold       = 1;
+        a->get_data_bytes = 0;
+        memset(&hdr, 0, sizeof(hdr));
+        hdr.type     = MSG_GET_REQ;
+        hdr.xfer_id  = id = att_id(a);
+        hdr.token    = r2_key.rkey;
+        hdr.token_hi = r2_key.token_hi;
+        hdr.addr     = info.r2;
+        hdr.length   = R2_LEN;
+        att_send(a, &hdr, NULL, 0);
+        att_drain(a, 1.0);       /* the credits are spent, buffers held */
+        target_state(a, &held);
+        att_drain(a, 3.0);       /* past the timeout */
+        target_state(a, &st);
+        a->withhold = 0;
+        att_return_credits(a);
+        s1 = att_wait_ack(a, id, WAIT_S);
+        while (a->owed > 0) {
+            att_return_credits(a);
+            att_drain(a, 1.0);
+        }
+        uct_test_check((held.stats.bounce_bufs_in_use > 0) &&
+                       (st.stats.bounce_bufs_in_use == 0) &&
+                       HAS(&st, bounce_serve_timeouts) &&
+                       (DELTA(&st, &before, bounce_serve_timeouts) == 1) &&
+                       (s1 == UCS_ERR_TIMED_OUT) &&
+                       (a->get_data_bytes < R2_LEN),
+                       "get of %u bytes whose data the live peer never "
+                       "takes: dropped after the timeout, staging buffers "
+                       "%" PRIu64 " -> %" PRIu64 ", counted %" PRIu64
+                       ", answered %s after %" PRIu64 " bytes", R2_LEN,
+                       held.stats.bounce_bufs_in_use,
+                       st.stats.bounce_bufs_in_use,
+                       HAS(&st, bounce_serve_timeouts) ?
+                       DELTA(&st, &before, bounce_serve_timeouts) : 0,
+                       st_str(s1), a->get_data_bytes);
+        check_memory(a, "served get timeout");
+    }
+
     /* 7. A served get whose memory is deregistered, freed and reused by
      * another owner while it is served: it stops with an error; none of
      * the new owner's bytes go out. Credits are held back so that the get
@@ -1237,7 +1371,9 @@ static void run_attacks(attacker_t *a)
         hdr.addr    = info.r2;
         hdr.length  = R2_LEN;
         att_send(a, &hdr, NULL, 0);
-        att_drain(a, 3.0);       /* it runs until the credits are spent */
+        att_drain(a, 0.5);       /* it runs until the credits are spent;
+                                    silent past BOUNCE_TIMEOUT, the
+                                    attacker would see it dropped (6b) */
 
         memset(&cmd, 0, sizeof(cmd));
         cmd.cmd = CMD_FREE2;
@@ -1340,6 +1476,58 @@ static void run_attacks(attacker_t *a)
                    "target RSS %" PRIu64 " KiB -> %" PRIu64 " KiB over the "
                    "attacks (bound +32 MiB); its endpoint %s", rss0,
                    st.rss_kb, st.ep_error ? "FAILED" : "alive");
+
+    /* 11. Messages for a QP that is no endpoint's: puts into R1 that
+     * arrive while the target does not progress, its endpoint destroyed
+     * before it looks. Dropped and counted, never applied, never answered.
+     * (Last: the attacker's endpoint is gone after it.) */
+    {
+        struct pollfd pfd = {.fd = reply_fd, .events = POLLIN};
+        uint32_t first;
+        uint8_t ready;
+        int late = 20;
+
+        att_return_credits(a);   /* nothing owed to a QP about to go */
+        att_drain(a, 0.5);
+        target_state(a, &before);
+        memset(&cmd, 0, sizeof(cmd));
+        cmd.cmd = CMD_LATE;
+        uct_test_write_all(cmd_fd, &cmd, sizeof(cmd));
+        uct_test_read_all(reply_fd, &ready, sizeof(ready));
+        for (j = 0; j < 100; ++j) {
+            data[j] = pattern(8, j);
+        }
+        first = next_id;
+        for (i = 0; i < late; ++i) {
+            memset(&hdr, 0, sizeof(hdr));
+            hdr.type     = MSG_PUT_DATA;
+            hdr.flags    = FLAG_LAST;
+            hdr.xfer_id  = att_id(a);
+            hdr.token    = (uint32_t)r1_token;
+            hdr.token_hi = (uint32_t)(r1_token >> 32);
+            hdr.addr     = info.r1 + 500;
+            hdr.length   = 100;
+            att_send(a, &hdr, data, 100);
+        }
+        while (poll(&pfd, 1, 0) <= 0) {
+            att_poll(a);
+        }
+        uct_test_read_all(reply_fd, &st, sizeof(st));
+        ok = 1;
+        for (i = 0; i < late; ++i) {
+            ok &= !a->ack_seen[first + i - ID_BASE];
+        }
+        uct_test_check(ok && st.guards_ok && (st.r1_hash == r1_hash) &&
+                       HAS(&st, unknown_qp_msgs) &&
+                       (DELTA(&st, &before, unknown_qp_msgs) ==
+                        (uint64_t)late),
+                       "%d puts into R1 for a QP of no endpoint: dropped "
+                       "unanswered (%s), R1 %s, counted %" PRIu64, late,
+                       ok ? "no ACK" : "ACKED", (st.r1_hash == r1_hash) ?
+                       "unchanged" : "CHANGED",
+                       HAS(&st, unknown_qp_msgs) ?
+                       DELTA(&st, &before, unknown_qp_msgs) : 0);
+    }
 }
 
 
@@ -1484,12 +1672,14 @@ int main(int argc, char **argv)
     target_cmd(a, &cmd, &st);
     printf("target counters: refused %" PRIu64 ", malformed %" PRIu64
            ", unexpected %" PRIu64 ", revoked %" PRIu64 ", replies dropped %"
-           PRIu64 ", timeouts %" PRIu64 ", credit overflows %" PRIu64
-           ", queued max %" PRIu64 "\n", st.stats.bounce_refused,
+           PRIu64 ", timeouts %" PRIu64 ", served gets timed out %" PRIu64
+           ", credit overflows %" PRIu64 ", queued max %" PRIu64 "; %" PRIu64
+           " warning or error lines logged\n", st.stats.bounce_refused,
            st.stats.bounce_malformed, st.stats.bounce_unexpected,
            st.stats.bounce_revoked, st.stats.bounce_acks_dropped,
-           st.stats.bounce_timeouts, st.stats.credit_overflows,
-           st.stats.bounce_queued_max);
+           st.stats.bounce_timeouts, st.stats.bounce_serve_timeouts,
+           st.stats.credit_overflows, st.stats.bounce_queued_max,
+           st.log_lines);
     if (waitpid(target_pid, &wstatus, 0) != target_pid) {
         die_errno("waitpid");
     }

@@ -535,6 +535,59 @@ TEST_F(md, bounce_target_exact_bytes) {
 }
 
 /*
+ * A peer may repeat a refused request at will: the first refusal of each
+ * kind is said at error level, the others only at debug level, so that a
+ * flood of guessed tokens or ranges cannot flood the log.
+ */
+TEST_F(md, bounce_refusals_logged_once_each) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    set("REG_METHODS", "dmabuf");
+    ASSERT_EQ(UCS_OK, open());
+
+    const size_t alloc = 64 * 1024;
+    const unsigned n   = 100;
+    char *gpu          = (char*)gpu_alloc(1, alloc);
+    ASSERT_TRUE(gpu != NULL);
+
+    uct_mem_h memh = reg(gpu + 0x200, 256);
+    uint64_t token = token_of(memh);
+
+    {
+        log_capture capture;
+
+        for (unsigned i = 0; i < n; ++i) {
+            EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                      bounce_target(token ^ (i + 1), gpu + 0x200, 1));
+            EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                      bounce_target(token, gpu + 0x200 + 256 + i, 1));
+        }
+        EXPECT_EQ(2u, count(captured_log, "refused"))
+            << n << " unknown tokens and " << n << " ranges outside";
+        EXPECT_EQ(1u, count(captured_log, "an unknown"));
+        EXPECT_EQ(1u, count(captured_log, "outside the registration"));
+        EXPECT_EQ(2u, count(captured_log, "logged at debug level"));
+    }
+
+    {
+        /* the others are still there for who asks for them */
+        log_capture capture(UCS_LOG_LEVEL_DEBUG);
+
+        for (unsigned i = 0; i < 10; ++i) {
+            EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                      bounce_target(token ^ (i + 1), gpu + 0x200, 1));
+        }
+        EXPECT_EQ(10u, count(captured_log, "an unknown"));
+    }
+
+    dereg(memh);
+    close();
+    uct_rc_gdr_cuda_mem_free(gpu);
+}
+
+/*
  * Tokens are drawn at random, not counted: a peer holding some cannot name
  * the next registration's; and a transfer served over time re-checks each
  * part against the registration its first check found (its stamp): after

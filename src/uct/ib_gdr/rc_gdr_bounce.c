@@ -47,8 +47,10 @@ ucs_config_field_t uct_rc_gdr_bounce_config_table[] = {
      "Host bounce lane: how long a transfer to memory without a NIC key waits "
      "for a peer that is alive (its QP acknowledges) but neither answers nor "
      "returns the credits for the transfer's next message; the transfer then "
-     "ends with UCS_ERR_TIMED_OUT. Each answer or message sent restarts it. "
-     "A dead peer is found sooner, by FAILURE_TIMEOUT.",
+     "ends with UCS_ERR_TIMED_OUT. A get served from such memory to a live "
+     "peer that takes none of its data for as long is dropped, its staging "
+     "buffers returned. Each answer or message sent restarts it. A dead peer "
+     "is found sooner, by FAILURE_TIMEOUT.",
      ucs_offsetof(uct_rc_gdr_bounce_config_t, timeout), UCS_CONFIG_TYPE_TIME},
 
     {NULL}
@@ -491,11 +493,13 @@ static unsigned uct_rc_gdr_bounce_ep_progress(uct_rc_gdr_bounce_ep_t *bep)
     }
 
     count = 0;
-    if ((bep->num_awaiting > 0) && !uct_rc_gdr_bounce_ep_is_dead(bep)) {
+    if (((bep->num_awaiting > 0) || !ucs_list_is_empty(&bep->serving)) &&
+        !uct_rc_gdr_bounce_ep_is_dead(bep)) {
         now = ucs_get_time();
         if ((now - bep->last_timeout_check) >
             ucs_time_from_sec(UCT_RC_GDR_BOUNCE_PROBE_INTERVAL)) {
             bep->last_timeout_check = now;
+            count += uct_rc_gdr_bounce_serve_timeouts(bep, now);
             count += uct_rc_gdr_bounce_ep_timeouts(bep, now);
             if (bep->gone) {
                 return count;

@@ -126,6 +126,10 @@ static ucs_status_t uct_rc_gdr_bounce_stage_post(void *arg, unsigned chunk,
         wire->last      = (offset + length == xfer->length);
     } else {
         wire->hdr.addr  = offset;
+        /* waits for the peer from now (not while it waited for a staging
+         * buffer): taken by the deadline, or dropped */
+        xfer->deadline  = ucs_get_time() +
+                          uct_rc_gdr_bounce_ep_iface(bep)->bounce->timeout;
     }
     uct_rc_gdr_bounce_wire_enqueue(wire);
     return UCS_INPROGRESS;

@@ -49,6 +49,7 @@
 
 #include <ucs/datastruct/khash.h>
 #include <ucs/datastruct/list.h>
+#include <ucs/debug/log_def.h>
 #include <ucs/time/time.h>
 
 
@@ -116,6 +117,15 @@ typedef enum {
 } uct_rc_gdr_bounce_report_t;
 
 
+/* What a peer may do again and again, said once per interface (the
+ * counters count every one): uct_rc_gdr_bounce_log_level() */
+typedef enum {
+    UCT_RC_GDR_BOUNCE_LOG_PUT_ORDER,    /* a put's messages out of order */
+    UCT_RC_GDR_BOUNCE_LOG_GET_REFUSED,  /* a get of 0 bytes, or too many */
+    UCT_RC_GDR_BOUNCE_LOG_SERVE_TIMEOUT /* a served get's peer silent */
+} uct_rc_gdr_bounce_log_t;
+
+
 typedef struct uct_rc_gdr_bounce_xfer uct_rc_gdr_bounce_xfer_t;
 
 
@@ -167,7 +177,8 @@ struct uct_rc_gdr_bounce_xfer {
                                              is checked against it again */
     ucs_time_t               deadline;    /* awaiting: the peer must have
                                              answered, or taken a message,
-                                             by then */
+                                             by then; SERVE_GET: taken the
+                                             data queued */
     void                     *owned;      /* heap copy freed at the end */
     uct_unpack_callback_t    unpack_cb;   /* get_bcopy, with `owned` */
     void                     *unpack_arg;
@@ -245,6 +256,8 @@ struct uct_rc_gdr_bounce_iface {
     unsigned                         num_gone;  /* endpoints to free */
     unsigned                         events;    /* transfers ended since the
                                                    last progress */
+    unsigned                         logged;    /* UCS_BIT(uct_rc_gdr_bounce_
+                                                   log_t): said once */
 };
 
 
@@ -291,6 +304,31 @@ void uct_rc_gdr_bounce_leave(uct_rc_gdr_bounce_iface_t *b);
 static inline int uct_rc_gdr_bounce_ep_user_gone(uct_rc_gdr_bounce_ep_t *bep)
 {
     return bep->gone || (bep->ep->flags & UCT_RC_GDR_EP_FLAG_DESTROYED);
+}
+
+
+/* @a level the first time the lane says @a what, debug level after that: a
+ * hostile peer repeats a refused request at will, and must not flood the
+ * log with it */
+static inline ucs_log_level_t
+uct_rc_gdr_bounce_log_level(uct_rc_gdr_bounce_iface_t *b,
+                            uct_rc_gdr_bounce_log_t what,
+                            ucs_log_level_t level)
+{
+    if (b->logged & UCS_BIT(what)) {
+        return UCS_LOG_LEVEL_DEBUG;
+    }
+
+    b->logged |= UCS_BIT(what);
+    return level;
+}
+
+
+/* What the first line of its kind adds: where the others go */
+static inline const char *uct_rc_gdr_bounce_log_more(ucs_log_level_t level)
+{
+    return (level == UCS_LOG_LEVEL_DEBUG) ? "" :
+           " (further ones like it are counted, logged at debug level)";
 }
 
 
@@ -377,6 +415,10 @@ void uct_rc_gdr_bounce_recv_ack(uct_rc_gdr_bounce_ep_t *bep,
 /** Starts answering a validated get; UCS_ERR_NO_RESOURCE keeps it waiting
  *  for a staging buffer. */
 ucs_status_t uct_rc_gdr_bounce_serve_start(uct_rc_gdr_bounce_xfer_t *xfer);
+
+/** Served gets whose live peer took no data in BOUNCE_TIMEOUT: dropped. */
+unsigned uct_rc_gdr_bounce_serve_timeouts(uct_rc_gdr_bounce_ep_t *bep,
+                                          ucs_time_t now);
 
 /** A chunk of a served get is still the registration's to send. */
 ucs_status_t uct_rc_gdr_bounce_serve_check(uct_rc_gdr_bounce_xfer_t *xfer,

@@ -95,6 +95,55 @@ uct_rc_gdr_bounce_serve_start(uct_rc_gdr_bounce_xfer_t *xfer)
 }
 
 
+/* Served gets whose peer, alive, took none of their data (returned no
+ * credits for it) in BOUNCE_TIMEOUT: their queued messages fail, so that the
+ * staging engine ends them and their buffers go back to the pool, and the
+ * peer gets an error ACK, if it ever returns the credits for one. Calls no
+ * user callback. */
+unsigned uct_rc_gdr_bounce_serve_timeouts(uct_rc_gdr_bounce_ep_t *bep,
+                                          ucs_time_t now)
+{
+    uct_rc_gdr_iface_t *iface    = uct_rc_gdr_bounce_ep_iface(bep);
+    uct_rc_gdr_bounce_iface_t *b = iface->bounce;
+    uct_rc_gdr_bounce_xfer_t *xfer;
+    uct_rc_gdr_bounce_wire_t *wire;
+    ucs_log_level_t level;
+    unsigned count = 0;
+
+    ucs_list_for_each(xfer, &bep->serving, list) {
+        if ((now <= xfer->deadline) || (xfer->status != UCS_OK)) {
+            continue;
+        }
+
+        /* only what waits for the peer: a chunk still being copied out of
+         * the GPU is not the peer's delay */
+        ucs_list_for_each(wire, &bep->sendq, sendq) {
+            if ((wire->xfer == xfer) && (wire->post_status == UCS_OK)) {
+                wire->post_status = UCS_ERR_TIMED_OUT;
+                xfer->status      = UCS_ERR_TIMED_OUT;
+            }
+        }
+        if (xfer->status == UCS_OK) {
+            continue;
+        }
+
+        ++iface->stats.bounce_serve_timeouts;
+        level = uct_rc_gdr_bounce_log_level(b,
+                                            UCT_RC_GDR_BOUNCE_LOG_SERVE_TIMEOUT,
+                                            UCS_LOG_LEVEL_WARN);
+        ucs_log(level, "rc_gdr: QP 0x%x: bounce get %u served from %p (%zu "
+                "bytes): the peer took no data in %.1f s "
+                "(UCX_RC_GDR_BOUNCE_TIMEOUT): dropped%s", bep->ep->qp->qp_num,
+                xfer->id, xfer->local, xfer->length,
+                ucs_time_to_sec(b->timeout),
+                uct_rc_gdr_bounce_log_more(level));
+        ++count;
+    }
+
+    return count;
+}
+
+
 /* ------------------------------------------------------------------------
  * Requests of the peer
  * ------------------------------------------------------------------------ */
@@ -105,6 +154,7 @@ void uct_rc_gdr_bounce_recv_put_data(uct_rc_gdr_bounce_ep_t *bep,
 {
     uct_rc_gdr_iface_t *iface    = uct_rc_gdr_bounce_ep_iface(bep);
     uct_rc_gdr_bounce_iface_t *b = iface->bounce;
+    ucs_log_level_t level;
     ucs_status_t status;
     uint64_t stamp;
     int gpu;
@@ -115,15 +165,25 @@ void uct_rc_gdr_bounce_recv_put_data(uct_rc_gdr_bounce_ep_t *bep,
         bep->rx.id     = hdr->xfer_id;
         bep->rx.status = UCS_OK;
         if (hdr->chunk != 0) {
-            ucs_error("rc_gdr: QP 0x%x: bounce put %u starts at message %u",
-                      bep->ep->qp->qp_num, hdr->xfer_id, hdr->chunk);
+            level = uct_rc_gdr_bounce_log_level(b,
+                                                UCT_RC_GDR_BOUNCE_LOG_PUT_ORDER,
+                                                UCS_LOG_LEVEL_ERROR);
+            ucs_log(level, "rc_gdr: QP 0x%x: bounce put %u starts at message "
+                    "%u: refused%s", bep->ep->qp->qp_num, hdr->xfer_id,
+                    hdr->chunk, uct_rc_gdr_bounce_log_more(level));
+            ++iface->stats.bounce_refused;
             bep->rx.status = UCS_ERR_INVALID_PARAM;
         }
     } else if (hdr->chunk != bep->rx.next_chunk) {
         if (bep->rx.status == UCS_OK) {
-            ucs_error("rc_gdr: QP 0x%x: bounce put %u: message %u, expected "
-                      "%u", bep->ep->qp->qp_num, hdr->xfer_id, hdr->chunk,
-                      bep->rx.next_chunk);
+            level = uct_rc_gdr_bounce_log_level(b,
+                                                UCT_RC_GDR_BOUNCE_LOG_PUT_ORDER,
+                                                UCS_LOG_LEVEL_ERROR);
+            ucs_log(level, "rc_gdr: QP 0x%x: bounce put %u: message %u, "
+                    "expected %u: refused%s", bep->ep->qp->qp_num,
+                    hdr->xfer_id, hdr->chunk, bep->rx.next_chunk,
+                    uct_rc_gdr_bounce_log_more(level));
+            ++iface->stats.bounce_refused;
         }
         bep->rx.status = UCS_ERR_INVALID_PARAM;
     }
@@ -161,15 +221,20 @@ void uct_rc_gdr_bounce_recv_get_req(uct_rc_gdr_bounce_ep_t *bep,
     uct_rc_gdr_iface_t *iface    = uct_rc_gdr_bounce_ep_iface(bep);
     uct_rc_gdr_bounce_iface_t *b = iface->bounce;
     uct_rc_gdr_bounce_xfer_t *xfer;
+    ucs_log_level_t level;
     ucs_status_t status;
     uint64_t stamp;
     int gpu;
 
     if ((hdr->length == 0) ||
         (bep->num_served >= UCT_RC_GDR_BOUNCE_EP_MAX_XFERS)) {
-        ucs_error("rc_gdr: QP 0x%x: bounce get %u of %" PRIu64 " bytes "
-                  "refused (%u already served)", bep->ep->qp->qp_num,
-                  hdr->xfer_id, hdr->length, bep->num_served);
+        level = uct_rc_gdr_bounce_log_level(b,
+                                            UCT_RC_GDR_BOUNCE_LOG_GET_REFUSED,
+                                            UCS_LOG_LEVEL_ERROR);
+        ucs_log(level, "rc_gdr: QP 0x%x: bounce get %u of %" PRIu64 " bytes "
+                "refused (%u already served)%s", bep->ep->qp->qp_num,
+                hdr->xfer_id, hdr->length, bep->num_served,
+                uct_rc_gdr_bounce_log_more(level));
         ++iface->stats.bounce_refused;
         uct_rc_gdr_bounce_send_ack(bep, hdr->xfer_id,
                                    (hdr->length == 0) ? UCS_ERR_INVALID_PARAM :

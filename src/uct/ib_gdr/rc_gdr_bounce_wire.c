@@ -205,7 +205,9 @@ uct_rc_gdr_bounce_wire_post_msg(uct_rc_gdr_bounce_wire_t *wire)
 
     ++wire->comp.count;
     wire->posted += length;
-    if ((wire->xfer != NULL) && wire->xfer->awaiting) {
+    if ((wire->xfer != NULL) &&
+        (wire->xfer->awaiting ||
+         (wire->xfer->kind == UCT_RC_GDR_BOUNCE_SERVE_GET))) {
         /* the peer took a message (its credits came): it is alive */
         wire->xfer->deadline = ucs_get_time() + b->timeout;
     }

@@ -124,6 +124,9 @@ typedef struct uct_rc_gdr_iface_stats {
                                                     on one endpoint */
     uint64_t                  tx_stalls; /* endpoints failed by the stall
                                             check (rc_gdr_iface.c) */
+    uint64_t                  bounce_serve_timeouts; /* gets served to a live
+                                                        peer that took no data
+                                                        in BOUNCE_TIMEOUT */
 } uct_rc_gdr_iface_stats_t;
 
 

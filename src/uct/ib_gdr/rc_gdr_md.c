@@ -647,25 +647,43 @@ void uct_rc_gdr_md_bounce_target_release(uct_rc_gdr_md_t *md)
 }
 
 
+/* Why a peer's bounce request was refused (the md's refusals_logged) */
+typedef enum {
+    UCT_RC_GDR_MD_REFUSAL_UNKNOWN,  /* no registration has the token */
+    UCT_RC_GDR_MD_REFUSAL_REISSUED, /* the token names other memory now */
+    UCT_RC_GDR_MD_REFUSAL_FREED,    /* freed under its registration */
+    UCT_RC_GDR_MD_REFUSAL_OUTSIDE,  /* bytes outside the registration */
+    UCT_RC_GDR_MD_REFUSAL_LAST
+} uct_rc_gdr_md_refusal_t;
+
+
+static const char *uct_rc_gdr_md_refusal_names[] = {
+    [UCT_RC_GDR_MD_REFUSAL_UNKNOWN]  = "an unknown",
+    [UCT_RC_GDR_MD_REFUSAL_REISSUED] = "a reissued",
+    [UCT_RC_GDR_MD_REFUSAL_FREED]    = "the freed memory of a",
+    [UCT_RC_GDR_MD_REFUSAL_OUTSIDE]  = "bytes outside the registration of its"
+};
+
+
 ucs_status_t uct_rc_gdr_md_bounce_target_hold(uct_rc_gdr_md_t *md,
                                               uint64_t token,
                                               uint64_t address, size_t length,
                                               uint64_t expect_stamp,
                                               int *gpu_p, uint64_t *stamp_p)
 {
-    const char *why                    = "an unknown";
+    uct_rc_gdr_md_refusal_t why        = UCT_RC_GDR_MD_REFUSAL_UNKNOWN;
     uct_rc_gdr_rcache_region_t *region = NULL;
-    ucs_status_t status                = UCS_ERR_INVALID_ADDR;
     uct_rc_gdr_token_target_t target;
     uct_rc_gdr_rcache_ref_t *ref;
     uct_rc_gdr_mr_t *gdr_mr;
+    ucs_log_level_t level;
     khiter_t iter;
     int inside;
 
     uct_rc_gdr_rcache_lock(md->rcache);
     iter = kh_get(uct_rc_gdr_token, &md->tokens, token);
     if (iter == kh_end(&md->tokens)) {
-        goto out_unlock;
+        goto out_refuse;
     }
 
     /* The bytes registered, not the pages around them: small allocations
@@ -673,8 +691,8 @@ ucs_status_t uct_rc_gdr_md_bounce_target_hold(uct_rc_gdr_md_t *md,
      * bytes too */
     target = kh_value(&md->tokens, iter);
     if ((expect_stamp != 0) && (target.stamp != expect_stamp)) {
-        why = "a reissued";
-        goto out_unlock;
+        why = UCT_RC_GDR_MD_REFUSAL_REISSUED;
+        goto out_refuse;
     }
 
     if (target.handle != 0) {
@@ -692,9 +710,9 @@ ucs_status_t uct_rc_gdr_md_bounce_target_hold(uct_rc_gdr_md_t *md,
         gdr_mr = uct_rc_gdr_rcache_region_priv(region);
         if (!gdr_mr->registered) {
             /* Memory freed under a live registration released it */
-            why = "the freed memory of a";
+            why = UCT_RC_GDR_MD_REFUSAL_FREED;
         } else if (!inside) {
-            why = "bytes outside the registration of its";
+            why = UCT_RC_GDR_MD_REFUSAL_OUTSIDE;
         } else {
             /* Held: a free hook on another thread waits until the caller
              * has touched the memory and released it */
@@ -704,15 +722,23 @@ ucs_status_t uct_rc_gdr_md_bounce_target_hold(uct_rc_gdr_md_t *md,
         }
     }
 
-out_unlock:
+out_refuse:
+    /* A peer may repeat a refused request at will: the first of each kind
+     * is said, the rest go to the debug log (the interface counts them) */
+    if (md->refusals_logged & UCS_BIT(why)) {
+        level = UCS_LOG_LEVEL_DEBUG;
+    } else {
+        md->refusals_logged |= UCS_BIT(why);
+        level = UCS_LOG_LEVEL_ERROR;
+    }
     uct_rc_gdr_rcache_unlock(md->rcache);
 
-    if (status != UCS_OK) {
-        ucs_error("rc_gdr: %s: a peer named %s bounce key 0x%" PRIx64 " for "
-                  "0x%" PRIx64 "+%zu: refused", md->name, why, token,
-                  address, length);
-    }
-    return status;
+    ucs_log(level, "rc_gdr: %s: a peer named %s bounce key 0x%" PRIx64 " for "
+            "0x%" PRIx64 "+%zu: refused%s", md->name,
+            uct_rc_gdr_md_refusal_names[why], token, address, length,
+            (level == UCS_LOG_LEVEL_DEBUG) ? "" :
+            " (further ones like it are counted, logged at debug level)");
+    return UCS_ERR_INVALID_ADDR;
 }
 
 

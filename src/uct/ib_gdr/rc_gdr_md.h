@@ -147,6 +147,8 @@ typedef struct uct_rc_gdr_md {
      * bounce lane (UCX_RC_GDR_BOUNCE allows it, REQUIRE is not gdr) */
     int                       bounce_fallback;
     unsigned                  causes_logged; /* UCS_BIT(cause): said once */
+    unsigned                  refusals_logged; /* peers' bounce requests,
+                                                  UCS_BIT(why): said once */
     uct_rc_gdr_md_stats_t     stats;
     /* What a peer's bounce-lane request may name, by token; served only
      * inside the bytes registered. Under the cache lock, which every
@@ -198,8 +200,9 @@ ucs_status_t uct_rc_gdr_md_reg_internal(uct_rc_gdr_md_t *md, void *address,
  * first check as @a expect_stamp (0: any): a token deregistered, or issued
  * anew to other memory since, is refused.
  *
- * @return UCS_OK, or UCS_ERR_INVALID_ADDR (logged: the peer sent a stale or
- *         corrupt key or address, or the memory went away meanwhile).
+ * @return UCS_OK, or UCS_ERR_INVALID_ADDR (the peer sent a stale or corrupt
+ *         key or address, or the memory went away meanwhile: logged the
+ *         first time of each kind, at debug level after that).
  */
 ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint64_t token,
                                          uint64_t address, size_t length,
