@@ -100,7 +100,7 @@ typedef struct {
              bounce_malformed, bounce_unexpected, bounce_revoked,
              bounce_acks_dropped, bounce_timeouts, unknown_qp_msgs,
              credit_overflows, bounce_queued_max, tx_stalls,
-             bounce_serve_timeouts;
+             bounce_serve_timeouts, rx_no_imm;
 } stats_t;
 
 #define STATS_HAS(_s, _field) \
@@ -654,26 +654,17 @@ static int att_poll(attacker_t *a)
 }
 
 
-/* One SEND_WITH_IMM of `len` bytes from slot data (header + payload) */
-static void att_send_raw(attacker_t *a, uint32_t flags, const void *msg,
-                         size_t len)
+/* One SEND (without immediate data: what the protocol never sends) or
+ * SEND_WITH_IMM of `len` bytes from slot data (header + payload) */
+static void att_post_send(attacker_t *a, enum ibv_wr_opcode opcode,
+                          uint32_t imm, const void *msg, size_t len)
 {
     struct ibv_send_wr wr, *bad;
     struct ibv_sge sge;
-    unsigned credits = 0;
     char *slot;
 
     while (a->sq_posted >= SQ_LEN - 1) {
         att_poll(a);
-    }
-
-    if (!a->withhold && !(flags & IMM_CREDIT_ONLY)) {
-        credits  = (a->owed > 0xffff) ? 0xffff : a->owed;
-        a->owed -= credits;
-    }
-    if (flags & IMM_CREDIT_ONLY) {
-        credits = flags >> IMM_CREDITS_SHIFT;
-        flags  &= 0xff;
     }
 
     slot = a->sbuf + (a->sends % SQ_LEN) * SEG;
@@ -685,13 +676,34 @@ static void att_send_raw(attacker_t *a, uint32_t flags, const void *msg,
     wr.wr_id      = a->sends++;
     wr.sg_list    = &sge;
     wr.num_sge    = (len > 0) ? 1 : 0;
-    wr.opcode     = IBV_WR_SEND_WITH_IMM;
+    wr.opcode     = opcode;
     wr.send_flags = IBV_SEND_SIGNALED;
-    wr.imm_data   = htonl(flags | (credits << IMM_CREDITS_SHIFT));
+    wr.imm_data   = htonl(imm);
     if (ibv_post_send(a->qp, &wr, &bad) != 0) {
         die_errno("ibv_post_send");
     }
     ++a->sq_posted;
+}
+
+
+/* A message of the protocol: its flags and the credits owed in the
+ * immediate data */
+static void att_send_raw(attacker_t *a, uint32_t flags, const void *msg,
+                         size_t len)
+{
+    unsigned credits = 0;
+
+    if (!a->withhold && !(flags & IMM_CREDIT_ONLY)) {
+        credits  = (a->owed > 0xffff) ? 0xffff : a->owed;
+        a->owed -= credits;
+    }
+    if (flags & IMM_CREDIT_ONLY) {
+        credits = flags >> IMM_CREDITS_SHIFT;
+        flags  &= 0xff;
+    }
+
+    att_post_send(a, IBV_WR_SEND_WITH_IMM,
+                  flags | (credits << IMM_CREDITS_SHIFT), msg, len);
 }
 
 
@@ -1196,6 +1208,24 @@ static void run_attacks(attacker_t *a)
                    HAS(&st, bounce_malformed) ?
                    DELTA(&st, &before, bounce_malformed) : 0);
     check_memory(a, "malformed");
+
+    /* 3b. Messages without immediate data, which the protocol never sends:
+     * dropped, every one counted, said once */
+    target_state(a, &before);
+    for (i = 0; i < 50; ++i) {
+        att_post_send(a, IBV_WR_SEND, 0, data, 16);
+    }
+    att_drain(a, 1.0);
+    target_state(a, &st);
+    uct_test_check(HAS(&st, rx_no_imm) &&
+                   (DELTA(&st, &before, rx_no_imm) == 50) &&
+                   (st.log_lines - before.log_lines <= 1),
+                   "50 messages without immediate data dropped: %" PRIu64
+                   " counted, %" PRIu64 " lines in the target's log (bound "
+                   "1)", HAS(&st, rx_no_imm) ?
+                   DELTA(&st, &before, rx_no_imm) : 0,
+                   st.log_lines - before.log_lines);
+    check_memory(a, "messages without immediate data");
 
     /* 4. Duplicated and out-of-order messages of a put */
     memset(&hdr, 0, sizeof(hdr));

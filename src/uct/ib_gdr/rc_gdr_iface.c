@@ -419,9 +419,17 @@ static void uct_rc_gdr_iface_handle_recv(uct_rc_gdr_iface_t *iface,
         goto out;
     }
 
-    if (!(wc->wc_flags & IBV_WC_WITH_IMM)) {
-        ucs_error("rc_gdr: received a message without immediate data from "
-                  "QP 0x%x: dropped", wc->qp_num);
+    if (ucs_unlikely(!(wc->wc_flags & IBV_WC_WITH_IMM))) {
+        /* Not of the protocol: said once (a peer repeating it must not
+         * flood the log), every one counted */
+        if (iface->stats.rx_no_imm++ == 0) {
+            ucs_error("rc_gdr: received a message without immediate data "
+                      "from QP 0x%x: dropped; further ones are counted, not "
+                      "logged", wc->qp_num);
+        } else {
+            ucs_debug("rc_gdr: message without immediate data from QP 0x%x:"
+                      " dropped", wc->qp_num);
+        }
         goto out;
     }
 

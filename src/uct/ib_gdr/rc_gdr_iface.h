@@ -127,6 +127,10 @@ typedef struct uct_rc_gdr_iface_stats {
     uint64_t                  bounce_serve_timeouts; /* gets served to a live
                                                         peer that took no data
                                                         in BOUNCE_TIMEOUT */
+    uint64_t                  rx_no_imm; /* messages without the
+                                            immediate data every message
+                                            of the protocol carries:
+                                            dropped */
 } uct_rc_gdr_iface_stats_t;
 
 
