@@ -487,6 +487,13 @@ uct_rc_gdr_ep_am_post(uct_rc_gdr_ep_t *ep, uint8_t id, struct ibv_send_wr *wr,
     status       = uct_rc_gdr_ep_post_op(ep, wr, op);
     if (status == UCS_OK) {
         --ep->fc_credits;
+        /* UCX's AM tracer (uct_iface_set_am_tracer) and data log: compiled
+         * out where UCX's logging stops below TRACE_DATA */
+        uct_iface_trace_am(&uct_rc_gdr_ep_iface(ep)->super,
+                           UCT_AM_TRACE_TYPE_SEND, id,
+                           (void*)(uintptr_t)wr->sg_list[0].addr,
+                           wr->sg_list[0].length, "rc_gdr: QP 0x%x TX",
+                           ep->qp->qp_num);
     }
     return status;
 }

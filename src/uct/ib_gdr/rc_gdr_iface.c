@@ -29,6 +29,22 @@
 #define UCT_RC_GDR_RX_BATCH   16
 
 
+static ucs_config_field_t uct_rc_gdr_iface_pool_config_table[] = {
+    UCT_RC_GDR_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 0, "send",
+                                         ucs_offsetof(uct_rc_gdr_iface_config_t,
+                                                      tx_mp), ""),
+
+    UCT_RC_GDR_IFACE_MPOOL_CONFIG_FIELDS("RX_", -1, 0, "receive",
+                                         ucs_offsetof(uct_rc_gdr_iface_config_t,
+                                                      rx_mp),
+                                         "\nActive messages the user keeps "
+                                         "(UCT_CB_PARAM_FLAG_DESC) hold "
+                                         "receive buffers until released."),
+
+    {NULL}
+};
+
+
 ucs_config_field_t uct_rc_gdr_iface_config_table[] = {
     {"", "ALLOC=huge,thp,mmap,heap", NULL,
      ucs_offsetof(uct_rc_gdr_iface_config_t, super),
@@ -111,16 +127,11 @@ ucs_config_field_t uct_rc_gdr_iface_config_table[] = {
     UCT_RC_GDR_BOUNCE_CONFIG_FIELD(ucs_offsetof(uct_rc_gdr_iface_config_t,
                                                 bounce)),
 
-    UCT_RC_GDR_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 0, "send",
-                                         ucs_offsetof(uct_rc_gdr_iface_config_t,
-                                                      tx_mp), ""),
-
-    UCT_RC_GDR_IFACE_MPOOL_CONFIG_FIELDS("RX_", -1, 0, "receive",
-                                         ucs_offsetof(uct_rc_gdr_iface_config_t,
-                                                      rx_mp),
-                                         "\nActive messages the user keeps "
-                                         "(UCT_CB_PARAM_FLAG_DESC) hold "
-                                         "receive buffers until released."),
+    /* The buffer pools' knobs, in a table of their own with no prefix of
+     * its own (offsets are the whole struct's): UCX 1.22's
+     * uct_config_modify() matches a bare name (RX_MAX_BUFS, as UCX's tests
+     * set it) only against a sub-table's prefix, never the top table's. */
+    {"", "", NULL, 0, UCS_CONFIG_TYPE_TABLE(uct_rc_gdr_iface_pool_config_table)},
 
     {NULL}
 };
@@ -463,6 +474,9 @@ static void uct_rc_gdr_iface_handle_recv(uct_rc_gdr_iface_t *iface,
     if (imm & UCT_RC_GDR_IMM_INTERNAL) {
         iface->lane_ops->recv(iface, ep, data, wc->byte_len);
     } else {
+        uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV,
+                           (int)(imm & UCT_RC_GDR_IMM_AM_ID_MASK), data,
+                           wc->byte_len, "rc_gdr: QP 0x%x RX", wc->qp_num);
         status = uct_iface_invoke_am(&iface->super,
                                      imm & UCT_RC_GDR_IMM_AM_ID_MASK,
                                      data, wc->byte_len,
