@@ -81,6 +81,20 @@ if [ "$rc_gdr_emulated" = 1 ]; then
         echo "contrib/env.sh: the emulated GPU driver is built by" \
              "'make check' (missing: $RC_GDR_CUDA_LIBRARY)" >&2
     fi
+    # A CUDA build of UCX (cuda_copy, cuda_ipc, libucm_cuda) links
+    # libcuda.so.1 itself: the stand-in must be what the loader finds, with
+    # the NVML stand-in its configure linked against, and the toolkit's
+    # runtime for libucm_cuda
+    if [ -n "$RC_GDR_UCX_LIBDIR" ] &&
+       [ -f "$RC_GDR_UCX_LIBDIR/ucx/libuct_cuda.so.0" ]; then
+        rc_gdr_ld="$rc_gdr_build/test/mocks"
+        [ -d "$RC_GDR_UCX_LIBDIR/../../nvml/lib" ] &&
+            rc_gdr_ld="$rc_gdr_ld:$(cd "$RC_GDR_UCX_LIBDIR/../../nvml/lib" && pwd)"
+        [ -d "${CUDA_HOME:-/usr/local/cuda}/lib64" ] &&
+            rc_gdr_ld="$rc_gdr_ld:${CUDA_HOME:-/usr/local/cuda}/lib64"
+        export LD_LIBRARY_PATH="$rc_gdr_ld${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        unset rc_gdr_ld
+    fi
 fi
 
 unset rc_gdr_arg rc_gdr_emulated rc_gdr_lib

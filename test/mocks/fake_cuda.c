@@ -1856,6 +1856,231 @@ cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size,
 
 
 /*
+ * What UCX's own CUDA modules (cuda_copy, cuda_ipc in a CUDA build of UCX)
+ * call besides: enough for cuda_copy to copy the stand-in's memory; sharing
+ * memory between processes is refused (NOT_SUPPORTED), as on a device
+ * without IPC
+ */
+
+FAKE_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
+{
+    CUresult res = fake_check_ctx();
+
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    if (device == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+
+    *device = fake_current->device;
+    return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
+{
+    CUresult res = fake_check_init();
+
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    if (ctx == NULL) {
+        ctx = fake_current;
+    }
+    if (!fake_ctx_valid(ctx) || (ctxId == NULL)) {
+        return fake_ctx_valid(ctx) ? CUDA_ERROR_INVALID_VALUE :
+                                     CUDA_ERROR_INVALID_CONTEXT;
+    }
+
+    *ctxId = (unsigned long long)ctx->device + 1; /* one context a device */
+    return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+    CUresult res = fake_check_device(dev);
+
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    if (uuid == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+
+    memset(uuid, 0, sizeof(*uuid));
+    memcpy(uuid->bytes, "rc_gdr-fake-", 12);
+    uuid->bytes[15] = (char)dev;
+    return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev,
+                                                unsigned int *flags,
+                                                int *active)
+{
+    CUresult res = fake_check_device(dev);
+
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    if ((flags == NULL) || (active == NULL)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+
+    pthread_mutex_lock(&fake.lock);
+    *active = (fake.dev[dev].primary_ctx.refcount > 0);
+    pthread_mutex_unlock(&fake.lock);
+    *flags = 0;
+    return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    CUresult res = fake_check_device(dev);
+
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    if (bytes == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+
+    *bytes = (size_t)16 << 30;
+    return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src,
+                                   size_t ByteCount, CUstream hStream)
+{
+    return fake_copy((void*)dst, (const void*)src, ByteCount, 0, 0, hStream);
+}
+
+FAKE_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice,
+                                          CUdeviceptr srcDevice,
+                                          size_t ByteCount, CUstream hStream)
+{
+    return fake_copy((void*)dstDevice, (const void*)srcDevice, ByteCount,
+                     dstDevice, srcDevice, hStream);
+}
+
+/* Copies are done when they return, so the stream is idle: the callback
+ * runs now, as the driver would run it as soon as the stream drains */
+FAKE_EXPORT CUresult cuStreamAddCallback(CUstream hStream,
+                                         CUstreamCallback callback,
+                                         void *userData, unsigned int flags)
+{
+    CUresult res = fake_check_init();
+
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    if ((callback == NULL) || (flags != 0)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!fake_stream_valid(hStream)) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+
+    callback(hStream, CUDA_SUCCESS, userData);
+    return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuMemRangeGetAttribute(void *data, size_t dataSize,
+                                            CUmem_range_attribute attribute,
+                                            CUdeviceptr devPtr, size_t count)
+{
+    return CUDA_ERROR_NOT_SUPPORTED; /* managed-memory hints: none here */
+}
+
+FAKE_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle,
+                                       CUdeviceptr dptr)
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+FAKE_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr,
+                                           CUipcMemHandle handle,
+                                           unsigned int Flags)
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+FAKE_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+FAKE_EXPORT CUresult
+cuMemExportToShareableHandle(void *shareableHandle,
+                             CUmemGenericAllocationHandle handle,
+                             CUmemAllocationHandleType handleType,
+                             unsigned long long flags)
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+FAKE_EXPORT CUresult
+cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
+                               void *osHandle,
+                               CUmemAllocationHandleType shHandleType)
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+FAKE_EXPORT CUresult
+cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                       CUmemGenericAllocationHandle handle)
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+FAKE_EXPORT CUresult
+cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+FAKE_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+FAKE_EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool,
+                                        const CUmemAccessDesc *map,
+                                        size_t count)
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+FAKE_EXPORT CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out,
+                                            CUdeviceptr ptr)
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+FAKE_EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out,
+                                            CUmemoryPool pool,
+                                            CUmemPoolPtrExportData *shareData)
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+FAKE_EXPORT CUresult
+cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool,
+                                 CUmemAllocationHandleType handleType,
+                                 unsigned long long flags)
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+FAKE_EXPORT CUresult
+cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle,
+                                   CUmemAllocationHandleType handleType,
+                                   unsigned long long flags)
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/*
  * cuGetProcAddress_v2: one version of each entry point, by its base name
  */
 

@@ -247,6 +247,23 @@ test_gpu_ucp() {
         "$B/test/apps/uct_gpu" ucp
 }
 
+# A CUDA build of UCX: its cuda_copy loaded on the stand-in driver and
+# listed, and UCP, with cuda_copy among its transports for its own copies,
+# moving "GPU" memory over rc_gdr (the module's counters: work requests)
+has_cuda_copy() {
+    with_emulated_gpu ucx_info -d 2>/dev/null | grep 'Transport: cuda_copy'
+}
+
+test_gpu_ucp_cuda_copy() {
+    UCX_TLS=rc_gdr,ud_verbs:aux,self,cuda_copy UCX_LOG_LEVEL=info \
+        with_emulated_gpu "$B/test/apps/uct_gpu" ucp > "$LOG/cuda_copy.out" 2>&1
+    local rc=$?
+    grep -Ev 'UCX  INFO' "$LOG/cuda_copy.out"
+    [ "$rc" = 0 ] && grep -q '^2 passed, 0 failed$' "$LOG/cuda_copy.out" &&
+        grep -Eq 'rc_gdr: rxe[01]:1 closed: [1-9][0-9]* work requests' \
+            "$LOG/cuda_copy.out"
+}
+
 # No mechanism left (DMA-BUF only, which rxe refuses): a bounce
 # registration, which succeeds without any NIC registration.
 test_gpu_bounce_registration() {
@@ -441,6 +458,12 @@ run_test md_memory_types_cuda_with_cuda_driver  test_memtypes_cuda
 run_test gpu_emulated_info_dmabuf_refused_peermem_proven test_gpu_info
 run_test gpu_emulated_uct_put_get_and_reuse     test_gpu_uct
 run_test gpu_emulated_ucp_put_get               test_gpu_ucp
+if has_cuda_copy > /dev/null; then
+    run_test gpu_emulated_ucp_beside_cuda_copy  test_gpu_ucp_cuda_copy
+else
+    echo "SKIP gpu_emulated_ucp_beside_cuda_copy: this UCX has no cuda_copy" \
+         "(a CUDA build of UCX has)"
+fi
 run_test gpu_emulated_bounce_registration       test_gpu_bounce_registration
 run_test gpu_emulated_am_zcopy_either_lane      test_gpu_am_zcopy
 run_test gpu_emulated_require_gdr_names_check   test_gpu_require_refused
