@@ -10,9 +10,10 @@
 #   4  conformance: UCX's own UCT test suites (the CI subset) in the guest,
 #      rc_gdr beside rc_verbs (contrib/conformance.sh --core)
 #   5  releases: the same source against upstream UCX (built once per machine
-#      by contrib/ucx-upstream.sh, cached): 1.22.0 every tier above, 1.16.0
-#      and 1.19.1 build + unit + host + one guest UCP run; every module
-#      loaded into every other release (refused in one line, no crash)
+#      by contrib/ucx-upstream.sh, cached): 1.22.0 every tier above, its own
+#      UCT suites included, 1.16.0 and 1.19.1 build + unit + host + one guest
+#      UCP run; every module loaded into every other release (refused in one
+#      line, no crash)
 # and ends with one line "N passed, N failed, N skipped" totalled over the
 # tiers run.
 #
@@ -22,16 +23,16 @@
 #                   is the default; "none" for none). Their sources come
 #                   from shared/deps beside the repository (see
 #                   contrib/ucx-upstream.sh); their builds are cached.
-#   RC_GDR_TIME_BUDGET_S=4200 (default): a tier 5 step that would start
-#   after that many seconds of this run is skipped, and says so (CI allows
-#   90 minutes; the releases' first builds are long)
+#   RC_GDR_TIME_BUDGET_S=4500 (default): a tier 5 step that would end
+#   (by its usual length) after that many seconds of this run is skipped,
+#   and says so (CI allows 90 minutes; the releases' first builds are long)
 #
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
 RUN_VM=1
 START_S=$(date +%s)
-BUDGET_S=${RC_GDR_TIME_BUDGET_S:-4200}
+BUDGET_S=${RC_GDR_TIME_BUDGET_S:-4500}
 [ "${1:-}" = "--no-vm" ] && RUN_VM=0
 
 PASSED=0
@@ -144,16 +145,21 @@ fi
 RELEASES=${RC_GDR_RELEASES:-1.22.0 1.16.0 1.19.1}
 [ "$RELEASES" = none ] && RELEASES=""
 RELEASE_BUILDS=()
-over_budget() { # what
-    if [ $(( $(date +%s) - START_S )) -ge "$BUDGET_S" ]; then
-        echo "SKIP $1: past the run's time budget (RC_GDR_TIME_BUDGET_S=$BUDGET_S)"
+over_budget() { # what [seconds it takes]
+    if [ $(( $(date +%s) - START_S + ${2:-0} )) -ge "$BUDGET_S" ]; then
+        echo "SKIP $1: ${2:+it takes about $2 s, which would end }past" \
+             "the run's time budget (RC_GDR_TIME_BUDGET_S=$BUDGET_S)"
         tally 0 0 1
         return 0
     fi
     return 1
 }
 for v in $RELEASES; do
-    over_budget "tier 5 for UCX $v" && continue
+    # a release not built yet takes its UCX build too (about half an hour
+    # on two cores)
+    est=600
+    contrib/ucx-upstream.sh --print-dir "$v" > /dev/null 2>&1 || est=2400
+    over_budget "tier 5 for UCX $v" "$est" && continue
     echo "== tier 5: UCX $v: build (upstream UCX cached in /var/cache/rc_gdr)"
     t0=$(date +%s)
     if ! contrib/build.sh --ucx "$v" > "$OUT/build-$v" 2>&1; then
@@ -176,7 +182,9 @@ for v in $RELEASES; do
     tally_plain "$OUT/host-$v"
 
     [ "$RUN_VM" = 1 ] || continue
-    over_budget "the soft-RoCE guest on UCX $v" && continue
+    est=400
+    [ "$v" = 1.22.0 ] && est=1000
+    over_budget "the soft-RoCE guest on UCX $v" "$est" && continue
     if [ "$v" = 1.22.0 ]; then
         echo "== tier 5: UCX $v: real verbs in the soft-RoCE guest (all)"
         filter=""
@@ -194,6 +202,53 @@ if [ ${#RELEASE_BUILDS[@]} -gt 0 ]; then
     echo "== tier 5: every module in every other release"
     test/host/cross.sh build "${RELEASE_BUILDS[@]}" 2>&1 | tee "$OUT/cross"
     tally_plain "$OUT/cross"
+fi
+
+# UCX 1.22.0 built with CUDA (cuda_copy, cuda_ipc, libucm_cuda), as GPU sites
+# build it: rc_gdr beside UCX's CUDA modules, which run on the stand-in
+# driver in the guest (contrib/env.sh --emulated-gpu)
+if [[ " $RELEASES " == *" 1.22.0 "* ]]; then
+    est=900
+    contrib/ucx-upstream.sh --cuda --print-dir 1.22.0 > /dev/null 2>&1 ||
+        est=2700
+    if ! over_budget "tier 5 for UCX 1.22.0 built with CUDA" "$est"; then
+        echo "== tier 5: UCX 1.22.0 built with CUDA: build, unit tests"
+        t0=$(date +%s)
+        if contrib/build.sh --ucx 1.22.0 --cuda > "$OUT/build-cuda" 2>&1; then
+            echo "PASS build against UCX 1.22.0 with CUDA ($(( $(date +%s) - t0 )) s)"
+            tally 1 0 0
+            build-1.22.0-cuda/test/gtest/gtest_rc_gdr 2>&1 |
+                tee "$OUT/unit-cuda" |
+                grep -E '^\[  (FAILED|PASSED) |^\[ +FAILED +\]' || true
+            tally_gtest "$OUT/unit-cuda"
+            if [ "$RUN_VM" = 1 ]; then
+                echo "== tier 5: UCX 1.22.0 built with CUDA: the guest," \
+                     "UCX's CUDA modules on the stand-in driver"
+                RC_GDR_BUILD=build-1.22.0-cuda \
+                RC_GDR_TEST_FILTER='^(ucx_info_lists_rc_gdr|md_memory_types_cuda|gpu_emulated_|bounce_uct_put_get)' \
+                    contrib/rxe-vm.sh --timeout 1200 -- test/rxe/run.sh 2>&1 |
+                    tee "$OUT/rxe-cuda"
+                tally_plain "$OUT/rxe-cuda"
+            fi
+        else
+            tail -30 "$OUT/build-cuda"
+            echo "FAIL build against UCX 1.22.0 with CUDA"
+            tally 0 1 0
+        fi
+    fi
+fi
+
+# Last, as they are long: UCX 1.22.0's own UCT suites (rc_verbs from the
+# baseline of that release, contrib/conformance/rc_verbs-baseline-1.22.0.tsv,
+# where it holds), skipped when they would end past the budget.
+if [ "$RUN_VM" = 1 ] && [ "${RC_GDR_CONFORMANCE:-1}" = 1 ] &&
+   [[ " ${RELEASE_BUILDS[*]} " == *" build-1.22.0 "* ]] &&
+   ! over_budget "UCX 1.22.0's own UCT suites" 1800; then
+    echo "== tier 5: UCX 1.22.0: conformance, its own UCT suites (CI" \
+         "subset) in the guest, rc_gdr beside rc_verbs"
+    RC_GDR_BUILD=build-1.22.0 contrib/conformance.sh --core --ucx 1.22.0 \
+        --no-build 2>&1 | tee "$OUT/conformance-1.22.0"
+    tally_counts "$OUT/conformance-1.22.0"
 fi
 
 rm -rf "$OUT"
