@@ -1022,6 +1022,35 @@ static void check_memory(attacker_t *a, const char *what)
 }
 
 
+/* A get of the whole of R2 with the attacker's credits held back: the
+ * target serves it only as far as the credits it holds reach. Returns the
+ * transfer's id, and R2's key in *r2_key_p. */
+static uint32_t att_get_r2_withheld(attacker_t *a,
+                                    uct_rc_gdr_rkey_t *r2_key_p)
+{
+    uct_rc_gdr_rkey_t r2_key;
+    bhdr_t hdr;
+
+    if (uct_rc_gdr_rkey_unpack_buffer(info.r2_rkey,
+                                      uct_rc_gdr_rkey_packed_size(),
+                                      &r2_key) != UCS_OK) {
+        uct_test_die("R2's key", UCS_ERR_INVALID_PARAM);
+    }
+    a->withhold       = 1;
+    a->get_data_bytes = 0;
+    memset(&hdr, 0, sizeof(hdr));
+    hdr.type     = MSG_GET_REQ;
+    hdr.xfer_id  = att_id(a);
+    hdr.token    = r2_key.rkey;
+    hdr.token_hi = r2_key.token_hi;
+    hdr.addr     = info.r2;
+    hdr.length   = R2_LEN;
+    att_send(a, &hdr, NULL, 0);
+    *r2_key_p = r2_key;
+    return hdr.xfer_id;
+}
+
+
 static void run_attacks(attacker_t *a)
 {
     unsigned char data[MSG_MAX], r1_bytes[R1_LEN];
@@ -1331,22 +1360,8 @@ static void run_attacks(attacker_t *a)
         target_state_t held;
         uint32_t id;
 
-        if (uct_rc_gdr_rkey_unpack_buffer(info.r2_rkey,
-                                          uct_rc_gdr_rkey_packed_size(),
-                                          &r2_key) != UCS_OK) {
-            uct_test_die("R2's key", UCS_ERR_INVALID_PARAM);
-        }
         target_state(a, &before);
-        a->withhold       = 1;
-        a->get_data_bytes = 0;
-        memset(&hdr, 0, sizeof(hdr));
-        hdr.type     = MSG_GET_REQ;
-        hdr.xfer_id  = id = att_id(a);
-        hdr.token    = r2_key.rkey;
-        hdr.token_hi = r2_key.token_hi;
-        hdr.addr     = info.r2;
-        hdr.length   = R2_LEN;
-        att_send(a, &hdr, NULL, 0);
+        id = att_get_r2_withheld(a, &r2_key);
         att_drain(a, 1.0);       /* the credits are spent, buffers held */
         target_state(a, &held);
         att_drain(a, 3.0);       /* past the timeout */
@@ -1385,22 +1400,8 @@ static void run_attacks(attacker_t *a)
         uct_rc_gdr_rkey_t r2_key;
         uint32_t id;
 
-        if (uct_rc_gdr_rkey_unpack_buffer(info.r2_rkey,
-                                          uct_rc_gdr_rkey_packed_size(),
-                                          &r2_key) != UCS_OK) {
-            uct_test_die("R2's key", UCS_ERR_INVALID_PARAM);
-        }
-        a->withhold       = 1;
-        a->get_data_bytes = 0;
-        a->secret_bytes   = 0;
-        memset(&hdr, 0, sizeof(hdr));
-        hdr.type    = MSG_GET_REQ;
-        hdr.xfer_id = id = att_id(a);
-        hdr.token    = r2_key.rkey;
-        hdr.token_hi = r2_key.token_hi;
-        hdr.addr    = info.r2;
-        hdr.length  = R2_LEN;
-        att_send(a, &hdr, NULL, 0);
+        a->secret_bytes = 0;
+        id              = att_get_r2_withheld(a, &r2_key);
         att_drain(a, 0.5);       /* it runs until the credits are spent;
                                     silent past BOUNCE_TIMEOUT, the
                                     attacker would see it dropped (6b) */
