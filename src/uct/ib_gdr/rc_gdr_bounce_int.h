@@ -42,6 +42,7 @@
 #ifndef UCT_RC_GDR_BOUNCE_INT_H_
 #define UCT_RC_GDR_BOUNCE_INT_H_
 
+#include "rc_gdr_log.h"
 #include "rc_gdr_bounce.h"
 #include "rc_gdr_ep.inl"
 #include "rc_gdr_stage.h"
@@ -49,7 +50,6 @@
 
 #include <ucs/datastruct/khash.h>
 #include <ucs/datastruct/list.h>
-#include <ucs/debug/log_def.h>
 #include <ucs/time/time.h>
 
 
@@ -118,7 +118,7 @@ typedef enum {
 
 
 /* What a peer may do again and again, said once per interface (the
- * counters count every one): uct_rc_gdr_bounce_log_level() */
+ * counters count every one): rc_gdr_log.h */
 typedef enum {
     UCT_RC_GDR_BOUNCE_LOG_PUT_ORDER,    /* a put's messages out of order */
     UCT_RC_GDR_BOUNCE_LOG_GET_REFUSED,  /* a get of 0 bytes, or too many */
@@ -304,31 +304,6 @@ void uct_rc_gdr_bounce_leave(uct_rc_gdr_bounce_iface_t *b);
 static inline int uct_rc_gdr_bounce_ep_user_gone(uct_rc_gdr_bounce_ep_t *bep)
 {
     return bep->gone || (bep->ep->flags & UCT_RC_GDR_EP_FLAG_DESTROYED);
-}
-
-
-/* @a level the first time the lane says @a what, debug level after that: a
- * hostile peer repeats a refused request at will, and must not flood the
- * log with it */
-static inline ucs_log_level_t
-uct_rc_gdr_bounce_log_level(uct_rc_gdr_bounce_iface_t *b,
-                            uct_rc_gdr_bounce_log_t what,
-                            ucs_log_level_t level)
-{
-    if (b->logged & UCS_BIT(what)) {
-        return UCS_LOG_LEVEL_DEBUG;
-    }
-
-    b->logged |= UCS_BIT(what);
-    return level;
-}
-
-
-/* What the first line of its kind adds: where the others go */
-static inline const char *uct_rc_gdr_bounce_log_more(ucs_log_level_t level)
-{
-    return (level == UCS_LOG_LEVEL_DEBUG) ? "" :
-           " (further ones like it are counted, logged at debug level)";
 }
 
 

@@ -128,15 +128,15 @@ unsigned uct_rc_gdr_bounce_serve_timeouts(uct_rc_gdr_bounce_ep_t *bep,
         }
 
         ++iface->stats.bounce_serve_timeouts;
-        level = uct_rc_gdr_bounce_log_level(b,
-                                            UCT_RC_GDR_BOUNCE_LOG_SERVE_TIMEOUT,
-                                            UCS_LOG_LEVEL_WARN);
+        level = uct_rc_gdr_log_once_level(&b->logged,
+                                          UCT_RC_GDR_BOUNCE_LOG_SERVE_TIMEOUT,
+                                          UCS_LOG_LEVEL_WARN);
         ucs_log(level, "rc_gdr: QP 0x%x: bounce get %u served from %p (%zu "
                 "bytes): the peer took no data in %.1f s "
                 "(UCX_RC_GDR_BOUNCE_TIMEOUT): dropped%s", bep->ep->qp->qp_num,
                 xfer->id, xfer->local, xfer->length,
                 ucs_time_to_sec(b->timeout),
-                uct_rc_gdr_bounce_log_more(level));
+                uct_rc_gdr_log_once_more(level));
         ++count;
     }
 
@@ -165,24 +165,24 @@ void uct_rc_gdr_bounce_recv_put_data(uct_rc_gdr_bounce_ep_t *bep,
         bep->rx.id     = hdr->xfer_id;
         bep->rx.status = UCS_OK;
         if (hdr->chunk != 0) {
-            level = uct_rc_gdr_bounce_log_level(b,
-                                                UCT_RC_GDR_BOUNCE_LOG_PUT_ORDER,
-                                                UCS_LOG_LEVEL_ERROR);
+            level = uct_rc_gdr_log_once_level(&b->logged,
+                                              UCT_RC_GDR_BOUNCE_LOG_PUT_ORDER,
+                                              UCS_LOG_LEVEL_ERROR);
             ucs_log(level, "rc_gdr: QP 0x%x: bounce put %u starts at message "
                     "%u: refused%s", bep->ep->qp->qp_num, hdr->xfer_id,
-                    hdr->chunk, uct_rc_gdr_bounce_log_more(level));
+                    hdr->chunk, uct_rc_gdr_log_once_more(level));
             ++iface->stats.bounce_refused;
             bep->rx.status = UCS_ERR_INVALID_PARAM;
         }
     } else if (hdr->chunk != bep->rx.next_chunk) {
         if (bep->rx.status == UCS_OK) {
-            level = uct_rc_gdr_bounce_log_level(b,
-                                                UCT_RC_GDR_BOUNCE_LOG_PUT_ORDER,
-                                                UCS_LOG_LEVEL_ERROR);
+            level = uct_rc_gdr_log_once_level(&b->logged,
+                                              UCT_RC_GDR_BOUNCE_LOG_PUT_ORDER,
+                                              UCS_LOG_LEVEL_ERROR);
             ucs_log(level, "rc_gdr: QP 0x%x: bounce put %u: message %u, "
                     "expected %u: refused%s", bep->ep->qp->qp_num,
                     hdr->xfer_id, hdr->chunk, bep->rx.next_chunk,
-                    uct_rc_gdr_bounce_log_more(level));
+                    uct_rc_gdr_log_once_more(level));
             ++iface->stats.bounce_refused;
         }
         bep->rx.status = UCS_ERR_INVALID_PARAM;
@@ -228,13 +228,13 @@ void uct_rc_gdr_bounce_recv_get_req(uct_rc_gdr_bounce_ep_t *bep,
 
     if ((hdr->length == 0) ||
         (bep->num_served >= UCT_RC_GDR_BOUNCE_EP_MAX_XFERS)) {
-        level = uct_rc_gdr_bounce_log_level(b,
-                                            UCT_RC_GDR_BOUNCE_LOG_GET_REFUSED,
-                                            UCS_LOG_LEVEL_ERROR);
+        level = uct_rc_gdr_log_once_level(&b->logged,
+                                          UCT_RC_GDR_BOUNCE_LOG_GET_REFUSED,
+                                          UCS_LOG_LEVEL_ERROR);
         ucs_log(level, "rc_gdr: QP 0x%x: bounce get %u of %" PRIu64 " bytes "
                 "refused (%u already served)%s", bep->ep->qp->qp_num,
                 hdr->xfer_id, hdr->length, bep->num_served,
-                uct_rc_gdr_bounce_log_more(level));
+                uct_rc_gdr_log_once_more(level));
         ++iface->stats.bounce_refused;
         uct_rc_gdr_bounce_send_ack(bep, hdr->xfer_id,
                                    (hdr->length == 0) ? UCS_ERR_INVALID_PARAM :

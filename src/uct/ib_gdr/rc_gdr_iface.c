@@ -131,7 +131,8 @@ ucs_config_field_t uct_rc_gdr_iface_config_table[] = {
      * its own (offsets are the whole struct's): UCX 1.22's
      * uct_config_modify() matches a bare name (RX_MAX_BUFS, as UCX's tests
      * set it) only against a sub-table's prefix, never the top table's. */
-    {"", "", NULL, 0, UCS_CONFIG_TYPE_TABLE(uct_rc_gdr_iface_pool_config_table)},
+    {"", "", NULL, 0,
+     UCS_CONFIG_TYPE_TABLE(uct_rc_gdr_iface_pool_config_table)},
 
     {NULL}
 };
@@ -516,7 +517,8 @@ static void uct_rc_gdr_iface_release_desc(uct_recv_desc_t *self, void *desc)
  * their completions too, is swept (uct_rc_gdr_ep_check_stall). The clock is
  * not read on every call: progress is the data path.
  */
-static UCS_F_NOINLINE void uct_rc_gdr_iface_stall_sweep(uct_rc_gdr_iface_t *iface)
+static UCS_F_NOINLINE void
+uct_rc_gdr_iface_stall_sweep(uct_rc_gdr_iface_t *iface)
 {
     ucs_list_link_t *lists[] = {&iface->eps, &iface->zombies};
     ucs_time_t now;
@@ -524,8 +526,12 @@ static UCS_F_NOINLINE void uct_rc_gdr_iface_stall_sweep(uct_rc_gdr_iface_t *ifac
     unsigned i;
 
     iface->stall.polls = 0;
-    now                = ucs_get_time();
-    if ((iface->stall.interval == 0) || (now < iface->stall.next)) {
+    if (iface->stall.interval == 0) {
+        return; /* TX_STALL_TIMEOUT=inf */
+    }
+
+    now = ucs_get_time();
+    if (now < iface->stall.next) {
         return;
     }
 

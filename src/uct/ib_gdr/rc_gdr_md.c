@@ -20,6 +20,7 @@
 #include "rc_gdr_cuda.h"
 #include "rc_gdr_flush.h"
 #include "rc_gdr_limits.h"
+#include "rc_gdr_log.h"
 #include "rc_gdr_probe.h"
 
 #include <ucm/rc_gdr_ucm.h>
@@ -725,19 +726,14 @@ ucs_status_t uct_rc_gdr_md_bounce_target_hold(uct_rc_gdr_md_t *md,
 out_refuse:
     /* A peer may repeat a refused request at will: the first of each kind
      * is said, the rest go to the debug log (the interface counts them) */
-    if (md->refusals_logged & UCS_BIT(why)) {
-        level = UCS_LOG_LEVEL_DEBUG;
-    } else {
-        md->refusals_logged |= UCS_BIT(why);
-        level = UCS_LOG_LEVEL_ERROR;
-    }
+    level = uct_rc_gdr_log_once_level(&md->refusals_logged, why,
+                                      UCS_LOG_LEVEL_ERROR);
     uct_rc_gdr_rcache_unlock(md->rcache);
 
     ucs_log(level, "rc_gdr: %s: a peer named %s bounce key 0x%" PRIx64 " for "
             "0x%" PRIx64 "+%zu: refused%s", md->name,
             uct_rc_gdr_md_refusal_names[why], token, address, length,
-            (level == UCS_LOG_LEVEL_DEBUG) ? "" :
-            " (further ones like it are counted, logged at debug level)");
+            uct_rc_gdr_log_once_more(level));
     return UCS_ERR_INVALID_ADDR;
 }
 
@@ -746,8 +742,8 @@ out_refuse:
  * The NIC refused a GPU registration the gate allowed: the bounce lane
  * carries the memory where it may (gdr_mr left without a NIC key, and not
  * kept past its last handle: the next registration asks the NIC again),
- * else the registration fails, naming the cause. One line per cause says so; later
- * ones are counted (md stats), not logged.
+ * else the registration fails, naming the cause. One line per cause says
+ * so; later ones are counted (md stats), not logged.
  */
 static ucs_status_t
 uct_rc_gdr_md_reg_gpu_failed(uct_rc_gdr_md_t *md,
