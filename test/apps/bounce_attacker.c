@@ -768,22 +768,30 @@ static uint32_t att_id(attacker_t *a)
 }
 
 
-/* A one-message put (LAST); the ACK's status or NO_ACK */
-static int32_t att_put(attacker_t *a, uint64_t token, uint64_t addr,
-                       const void *data, size_t len, double wait)
+/* A one-message put (LAST), sent; its transfer id */
+static uint32_t att_send_put(attacker_t *a, uint64_t token, uint64_t addr,
+                             const void *data, size_t len)
 {
     bhdr_t hdr;
 
     memset(&hdr, 0, sizeof(hdr));
-    hdr.type    = MSG_PUT_DATA;
-    hdr.flags   = FLAG_LAST;
-    hdr.xfer_id = att_id(a);
+    hdr.type     = MSG_PUT_DATA;
+    hdr.flags    = FLAG_LAST;
+    hdr.xfer_id  = att_id(a);
     hdr.token    = (uint32_t)token;
     hdr.token_hi = (uint32_t)(token >> 32);
-    hdr.addr    = addr;
-    hdr.length  = len;
+    hdr.addr     = addr;
+    hdr.length   = len;
     att_send(a, &hdr, data, len);
-    return att_wait_ack(a, hdr.xfer_id, wait);
+    return hdr.xfer_id;
+}
+
+
+/* A one-message put; the ACK's status or NO_ACK */
+static int32_t att_put(attacker_t *a, uint64_t token, uint64_t addr,
+                       const void *data, size_t len, double wait)
+{
+    return att_wait_ack(a, att_send_put(a, token, addr, data, len), wait);
 }
 
 
@@ -1530,15 +1538,7 @@ static void run_attacks(attacker_t *a)
         }
         first = next_id;
         for (i = 0; i < late; ++i) {
-            memset(&hdr, 0, sizeof(hdr));
-            hdr.type     = MSG_PUT_DATA;
-            hdr.flags    = FLAG_LAST;
-            hdr.xfer_id  = att_id(a);
-            hdr.token    = (uint32_t)r1_token;
-            hdr.token_hi = (uint32_t)(r1_token >> 32);
-            hdr.addr     = info.r1 + 500;
-            hdr.length   = 100;
-            att_send(a, &hdr, data, 100);
+            att_send_put(a, r1_token, info.r1 + 500, data, 100);
         }
         while (poll(&pfd, 1, 0) <= 0) {
             att_poll(a);
