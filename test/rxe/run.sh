@@ -17,15 +17,17 @@ PASSED=0
 FAILED=0
 PORT=13500
 
+# Whether test NAME runs: RC_GDR_TEST_FILTER=REGEX runs only the tests
+# whose names match
+selected() {
+    [ -z "${RC_GDR_TEST_FILTER:-}" ] || [[ $1 =~ $RC_GDR_TEST_FILTER ]]
+}
+
 # Runs one test: NAME CMD... ; the command's output goes to a log shown on
 # failure.
 run_test() {
     local name=$1; shift
-    # RC_GDR_TEST_FILTER=REGEX runs only the tests whose names match
-    if [ -n "${RC_GDR_TEST_FILTER:-}" ] &&
-       ! [[ $name =~ $RC_GDR_TEST_FILTER ]]; then
-        return
-    fi
+    selected "$name" || return 0
     if "$@" > "$LOG/$name.log" 2>&1; then
         echo "PASS $name"
         PASSED=$((PASSED + 1))
@@ -458,7 +460,9 @@ run_test md_memory_types_cuda_with_cuda_driver  test_memtypes_cuda
 run_test gpu_emulated_info_dmabuf_refused_peermem_proven test_gpu_info
 run_test gpu_emulated_uct_put_get_and_reuse     test_gpu_uct
 run_test gpu_emulated_ucp_put_get               test_gpu_ucp
-if has_cuda_copy > /dev/null; then
+if ! selected gpu_emulated_ucp_beside_cuda_copy; then
+    :
+elif has_cuda_copy > /dev/null; then
     run_test gpu_emulated_ucp_beside_cuda_copy  test_gpu_ucp_cuda_copy
 else
     echo "SKIP gpu_emulated_ucp_beside_cuda_copy: this UCX has no cuda_copy" \
