@@ -217,7 +217,9 @@ if [[ " $RELEASES " == *" 1.22.0 "* ]]; then
         if contrib/build.sh --ucx 1.22.0 --cuda > "$OUT/build-cuda" 2>&1; then
             echo "PASS build against UCX 1.22.0 with CUDA ($(( $(date +%s) - t0 )) s)"
             tally 1 0 0
-            build-1.22.0-cuda/test/gtest/gtest_rc_gdr 2>&1 |
+            # with the stand-in driver, cuda_copy loads beside rc_gdr
+            (. contrib/env.sh --emulated-gpu build-1.22.0-cuda > /dev/null &&
+             exec build-1.22.0-cuda/test/gtest/gtest_rc_gdr) 2>&1 |
                 tee "$OUT/unit-cuda" |
                 grep -E '^\[  (FAILED|PASSED) |^\[ +FAILED +\]' || true
             tally_gtest "$OUT/unit-cuda"

@@ -8,7 +8,10 @@
  * never fires it. This module gives the memory domains one subscription that
  * works in both cases:
  *
- *   - when libucm_cuda is loaded, the UCM event is forwarded (mode UCM);
+ *   - when libucm_cuda is loaded, the UCM event is forwarded (mode UCM),
+ *     and the entry points UCM does not patch (cuMemFreeAsync_ptsz, what
+ *     cuGetProcAddress() gives besides the exports) are hooked here, as in
+ *     mode HOOKS: no entry point is patched twice;
  *   - otherwise the CUDA driver's release calls are hooked here (mode HOOKS):
  *     cuMemFree, cuMemFree_v2, cuMemFreeHost, cuMemFreeAsync,
  *     cuMemFreeAsync_ptsz and cuMemUnmap, at the entry points that dlsym()
@@ -35,7 +38,8 @@
  *
  * Environment:
  *   RC_GDR_UCM_CUDA_MODE  auto (default): UCM when libucm_cuda is loaded,
- *                         HOOKS otherwise; "hooks" or "ucm" force a mode,
+ *                         HOOKS otherwise; "hooks" or "ucm" force a mode
+ *                         ("ucm" alone: nothing is hooked here),
  *                         "none" installs nothing (UCS_ERR_UNSUPPORTED).
  *                         Read once, by the first install.
  */

@@ -111,6 +111,10 @@ typedef CUresult (*rc_gdr_ucm_cuda_get_range_func_t)(CUdeviceptr *base,
 typedef CUresult (*rc_gdr_ucm_cuda_get_attr_func_t)(void *data,
                                                     CUpointer_attribute attr,
                                                     CUdeviceptr ptr);
+typedef CUresult (*rc_gdr_ucm_cuda_retain_handle_func_t)(
+        CUmemGenericAllocationHandle *handle, void *addr);
+typedef CUresult (*rc_gdr_ucm_cuda_release_handle_func_t)(
+        CUmemGenericAllocationHandle handle);
 typedef CUresult (*rc_gdr_ucm_cuda_get_proc_v2_func_t)(
         const char *symbol, void **pfn, int version, cuuint64_t flags,
         CUdriverProcAddressQueryResult *status);
@@ -228,6 +232,10 @@ static void *rc_gdr_ucm_cuda_orig[RC_GDR_UCM_CUDA_SLOT_LAST];
 /* Driver queries for the range of a free that gave only an address */
 static rc_gdr_ucm_cuda_get_range_func_t rc_gdr_ucm_cuda_get_range;
 static rc_gdr_ucm_cuda_get_attr_func_t  rc_gdr_ucm_cuda_get_attr;
+
+/* Mode UCM: tells a VMM mapping from an allocation */
+static rc_gdr_ucm_cuda_retain_handle_func_t  rc_gdr_ucm_cuda_retain_handle;
+static rc_gdr_ucm_cuda_release_handle_func_t rc_gdr_ucm_cuda_release_handle;
 
 /* Subscribers: the list changes under the write lock, dispatch holds the
  * read lock (which a thread may take again when a callback frees memory) */
@@ -438,11 +446,29 @@ static const rc_gdr_ucm_cuda_slot_t rc_gdr_ucm_cuda_slots[] = {
 static void rc_gdr_ucm_cuda_ucm_event(ucm_event_type_t event_type,
                                       ucm_event_t *event, void *arg)
 {
+    CUmemGenericAllocationHandle handle;
     rc_gdr_ucm_cuda_mem_kind_t kind;
 
-    /* cuMemFreeHost and cudaFreeHost are reported as host memory */
-    kind = (event->mem_type.mem_type == UCS_MEMORY_TYPE_HOST) ?
-           RC_GDR_UCM_CUDA_MEM_HOST_PINNED : RC_GDR_UCM_CUDA_MEM_DEVICE;
+    if (rc_gdr_ucm_cuda_in_driver > 0) {
+        /* a release call hooked here is the outer one: it has reported */
+        return;
+    }
+
+    /* cuMemFreeHost and cudaFreeHost are reported as host memory. UCM
+     * reports cuMemUnmap as device memory: a mapping still in place has an
+     * allocation handle, a cuMemAlloc allocation has none. */
+    if (event->mem_type.mem_type == UCS_MEMORY_TYPE_HOST) {
+        kind = RC_GDR_UCM_CUDA_MEM_HOST_PINNED;
+    } else if ((rc_gdr_ucm_cuda_retain_handle != NULL) &&
+               (rc_gdr_ucm_cuda_retain_handle(&handle,
+                                              event->mem_type.address) ==
+                CUDA_SUCCESS)) {
+        rc_gdr_ucm_cuda_release_handle(handle);
+        kind = RC_GDR_UCM_CUDA_MEM_VMM;
+    } else {
+        kind = RC_GDR_UCM_CUDA_MEM_DEVICE;
+    }
+
     rc_gdr_ucm_cuda_dispatch(event->mem_type.address, event->mem_type.size,
                              kind);
 }
@@ -1157,6 +1183,58 @@ static int rc_gdr_ucm_cuda_is_patched(void *func)
     return 0;
 }
 
+#if defined(__x86_64__)
+/*
+ * Where the jump that func begins with leads, or NULL: how an entry point
+ * UCM's patcher rewrote looks ("jmp rel32"; "movabs $hook,%rax; jmp *%rax"
+ * in UCX 1.22, with %r11 in older releases).
+ */
+static const void *rc_gdr_ucm_cuda_jump_target(const uint8_t *code)
+{
+    int32_t rel;
+    uint64_t abs;
+
+    if (code[0] == 0xe9) {
+        memcpy(&rel, code + 1, sizeof(rel));
+        return code + 5 + rel;
+    } else if ((code[0] == 0x48) && (code[1] == 0xb8) &&
+               (code[10] == 0xff) && (code[11] == 0xe0)) {
+        memcpy(&abs, code + 2, sizeof(abs));
+        return (const void*)(uintptr_t)abs;
+    } else if ((code[0] == 0x49) && (code[1] == 0xbb) &&
+               (code[10] == 0x41) && (code[11] == 0xff) &&
+               (code[12] == 0xe3)) {
+        memcpy(&abs, code + 2, sizeof(abs));
+        return (const void*)(uintptr_t)abs;
+    }
+
+    return NULL;
+}
+#endif
+
+/*
+ * Whether func's first instruction jumps into another loaded object: UCM's
+ * CUDA module patched it, and its events report the call. Where this cannot
+ * be told, every address counts as another's.
+ */
+static int rc_gdr_ucm_cuda_is_foreign_patched(void *func)
+{
+#if defined(__x86_64__)
+    const void *target = rc_gdr_ucm_cuda_jump_target(func);
+    Dl_info func_info, target_info;
+
+    if (target == NULL) {
+        return 0;
+    }
+
+    return (dladdr(func, &func_info) != 0) &&
+           (dladdr(target, &target_info) != 0) &&
+           (target_info.dli_fbase != func_info.dli_fbase);
+#else
+    return 1;
+#endif
+}
+
 /* A free slot for one more address of the release call fn */
 static int rc_gdr_ucm_cuda_slot_get(rc_gdr_ucm_cuda_fn_t fn)
 {
@@ -1172,9 +1250,13 @@ static int rc_gdr_ucm_cuda_slot_get(rc_gdr_ucm_cuda_fn_t fn)
     return -1;
 }
 
-/* Patch func for fn, once per address; 0 when it could not be patched */
+/*
+ * Patch func for fn, once per address; 0 when it could not be patched. With
+ * only_unpatched, an entry point UCM's CUDA module already patched is left
+ * to it: nothing is patched twice.
+ */
 static int rc_gdr_ucm_cuda_hook_address(rc_gdr_ucm_cuda_fn_t fn, void *func,
-                                        const char *name)
+                                        const char *name, int only_unpatched)
 {
     rc_gdr_ucm_cuda_site_t *site;
     const char *method;
@@ -1182,6 +1264,11 @@ static int rc_gdr_ucm_cuda_hook_address(rc_gdr_ucm_cuda_fn_t fn, void *func,
     int slot;
 
     if ((func == NULL) || rc_gdr_ucm_cuda_is_patched(func)) {
+        return 1;
+    }
+
+    if (only_unpatched && rc_gdr_ucm_cuda_is_foreign_patched(func)) {
+        ucs_debug("%s at %p is reported by UCM", name, func);
         return 1;
     }
 
@@ -1230,7 +1317,14 @@ static void rc_gdr_ucm_cuda_pin(const void *addr)
     }
 }
 
-static ucs_status_t rc_gdr_ucm_cuda_hooks_install(void *driver)
+/*
+ * Patch the release calls' entry points. With only_unpatched (mode UCM),
+ * those UCM's CUDA module left out: it patches the exports it knows of, not
+ * the addresses cuGetProcAddress() adds (cuMemFreeAsync for per-thread
+ * streams is cuMemFreeAsync_ptsz, which UCM does not list).
+ */
+static ucs_status_t rc_gdr_ucm_cuda_hooks_install(void *driver,
+                                                  int only_unpatched)
 {
     rc_gdr_ucm_cuda_get_proc_v2_func_t get_proc_v2;
     rc_gdr_ucm_cuda_get_proc_v1_func_t get_proc_v1;
@@ -1266,7 +1360,8 @@ static ucs_status_t rc_gdr_ucm_cuda_hooks_install(void *driver)
         if (!target->by_proc_address) {
             func        = dlsym(driver, target->symbol);
             num_failed += !rc_gdr_ucm_cuda_hook_address(target->fn, func,
-                                                        target->symbol);
+                                                        target->symbol,
+                                                        only_unpatched);
             continue;
         }
 
@@ -1292,9 +1387,18 @@ static ucs_status_t rc_gdr_ucm_cuda_hooks_install(void *driver)
                                   target->symbol, versions[v],
                                   (unsigned)rc_gdr_ucm_cuda_proc_flags[f]);
                 num_failed += !rc_gdr_ucm_cuda_hook_address(target->fn, func,
-                                                            name);
+                                                            name,
+                                                            only_unpatched);
             }
         }
+    }
+
+    ucs_debug("CUDA free events: %u entry points hooked, %u could not be%s",
+              rc_gdr_ucm_cuda_num_sites, num_failed,
+              only_unpatched ? ", the others are UCM's" : "");
+    if (only_unpatched) {
+        /* UCM's events stay in force for what could not be hooked */
+        return UCS_OK;
     }
 
     if (rc_gdr_ucm_cuda_num_sites == 0) {
@@ -1303,8 +1407,6 @@ static ucs_status_t rc_gdr_ucm_cuda_hooks_install(void *driver)
     }
 
     rc_gdr_ucm_cuda_mode_value = RC_GDR_UCM_CUDA_MODE_HOOKS;
-    ucs_debug("CUDA free events: %u entry points hooked, %u could not be",
-              rc_gdr_ucm_cuda_num_sites, num_failed);
     return (num_failed == 0) ? UCS_OK : UCS_ERR_UNSUPPORTED;
 }
 
@@ -1354,19 +1456,29 @@ static ucs_status_t rc_gdr_ucm_cuda_do_install(void)
                                 dlsym(driver, "cuMemGetAddressRange_v2");
     rc_gdr_ucm_cuda_get_attr  = (rc_gdr_ucm_cuda_get_attr_func_t)
                                 dlsym(driver, "cuPointerGetAttribute");
+    rc_gdr_ucm_cuda_retain_handle  = (rc_gdr_ucm_cuda_retain_handle_func_t)
+                                     dlsym(driver,
+                                           "cuMemRetainAllocationHandle");
+    rc_gdr_ucm_cuda_release_handle = (rc_gdr_ucm_cuda_release_handle_func_t)
+                                     dlsym(driver, "cuMemRelease");
+    if (rc_gdr_ucm_cuda_release_handle == NULL) {
+        rc_gdr_ucm_cuda_retain_handle = NULL;
+    }
 
     if (want_ucm) {
         status = rc_gdr_ucm_cuda_ucm_subscribe(!want_hooks);
         if (status == UCS_OK) {
             rc_gdr_ucm_cuda_mode_value = RC_GDR_UCM_CUDA_MODE_UCM;
             ucs_debug("CUDA free events come from UCM");
-            return UCS_OK;
+            /* auto: the entry points UCM leaves out are hooked here */
+            return want_hooks ? rc_gdr_ucm_cuda_hooks_install(driver, 1) :
+                                UCS_OK;
         } else if (!want_hooks) {
             return status;
         }
     }
 
-    return rc_gdr_ucm_cuda_hooks_install(driver);
+    return rc_gdr_ucm_cuda_hooks_install(driver, 0);
 }
 
 ucs_status_t rc_gdr_ucm_cuda_install(void)

@@ -11,7 +11,9 @@
  * installed, as in an application that starts CUDA before UCX. For each one the handler
  * must see the whole range, with the right kind, exactly once, while the
  * driver still knows the allocation (its buffer id is queried in the
- * handler), and the driver must not know it after the call. Then: a free
+ * handler), and the driver must not know it after the call. In a CUDA-built
+ * UCX whose CUDA module reports frees, the mode is UCM, and every entry
+ * point UCM patched is left to it (nothing is patched twice). Then: a free
  * made from inside a handler, frees from several threads while another
  * thread subscribes and unsubscribes, and unsubscription.
  *
@@ -33,11 +35,13 @@
 
 #include <ucm/api/ucm.h>
 #include <ucs/sys/compiler_def.h>
+#include <ucs/sys/math.h>
 
 #include <cuda.h>
 
 #include <dlfcn.h>
 #include <inttypes.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -931,6 +935,187 @@ static void test_print_prologues(void)
     dlclose(driver);
 }
 
+/*
+ * A CUDA-built UCX: UCM's CUDA module patches the driver's exports it knows
+ * of when something subscribes to its free events. The test subscribes
+ * first, as UCP would before rc_gdr, so that what UCM patched can be seen
+ * before rc_gdr installs.
+ */
+
+#define TEST_MAX_ENTRIES  32
+#define TEST_CODE_BYTES   16
+
+typedef struct {
+    char          name[64];
+    const uint8_t *address;
+    uint8_t       code[TEST_CODE_BYTES]; /* after UCM, before rc_gdr */
+} test_entry_t;
+
+static test_entry_t test_entries[TEST_MAX_ENTRIES];
+static unsigned     test_num_entries;
+static int          test_ucm_cuda;   /* UCM's CUDA module reports frees */
+
+static void test_ucm_dummy_cb(ucm_event_type_t event_type, ucm_event_t *event,
+                              void *arg)
+{
+}
+
+static int test_find_ucm_cuda_cb(struct dl_phdr_info *info, size_t size,
+                                 void *arg)
+{
+    return (info->dlpi_name != NULL) &&
+           (strstr(info->dlpi_name, "libucm_cuda.so") != NULL);
+}
+
+/*
+ * The object the jump that code (a copy of the bytes at address) makes leads
+ * into, or NULL. x86-64, the forms UCM's patcher writes: "jmp rel32",
+ * "movabs $hook,%rax; jmp *%rax" and (older releases) the same with %r11.
+ */
+static const char *test_jump_object(const uint8_t *code, const uint8_t *address)
+{
+#if defined(__x86_64__)
+    const void *target = NULL;
+    Dl_info info;
+    int32_t rel;
+    uint64_t abs;
+
+    if (code[0] == 0xe9) {
+        memcpy(&rel, code + 1, sizeof(rel));
+        target = address + 5 + rel;
+    } else if ((code[0] == 0x48) && (code[1] == 0xb8) &&
+               (code[10] == 0xff) && (code[11] == 0xe0)) {
+        memcpy(&abs, code + 2, sizeof(abs));
+        target = (const void*)(uintptr_t)abs;
+    } else if ((code[0] == 0x49) && (code[1] == 0xbb) &&
+               (code[10] == 0x41) && (code[11] == 0xff) &&
+               (code[12] == 0xe3)) {
+        memcpy(&abs, code + 2, sizeof(abs));
+        target = (const void*)(uintptr_t)abs;
+    }
+
+    if ((target != NULL) && dladdr(target, &info) && (info.dli_fname != NULL)) {
+        return info.dli_fname;
+    }
+#endif
+    return NULL;
+}
+
+static void test_entry_add(const char *name, const void *address)
+{
+    test_entry_t *entry;
+    unsigned i;
+
+    for (i = 0; i < test_num_entries; ++i) {
+        if (test_entries[i].address == address) {
+            return;
+        }
+    }
+
+    if ((address == NULL) || (test_num_entries == TEST_MAX_ENTRIES)) {
+        return;
+    }
+
+    entry          = &test_entries[test_num_entries++];
+    entry->address = address;
+    snprintf(entry->name, sizeof(entry->name), "%s", name);
+    memcpy(entry->code, address, TEST_CODE_BYTES);
+}
+
+/* Subscribe to UCM, then note every release entry point's first bytes */
+static void test_ucm_load(void)
+{
+    static const char *exports[] = {"cuMemFree", "cuMemFree_v2",
+                                    "cuMemFreeHost", "cuMemFreeHost_v2",
+                                    "cuMemFreeAsync", "cuMemFreeAsync_ptsz",
+                                    "cuMemUnmap"};
+    static const char *procs[]   = {"cuMemFree", "cuMemFreeHost",
+                                    "cuMemFreeAsync", "cuMemUnmap"};
+    static const cuuint64_t flags[] = {
+        CU_GET_PROC_ADDRESS_DEFAULT,
+        CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+    };
+    CUdriverProcAddressQueryResult qres;
+    test_get_proc_func_t get_proc;
+    char name[64];
+    void *driver, *func;
+    unsigned i, f;
+
+    test_ucm_cuda = (ucm_set_event_handler(UCM_EVENT_MEM_TYPE_FREE, 1000,
+                                           test_ucm_dummy_cb, NULL) ==
+                     UCS_OK) &&
+                    dl_iterate_phdr(test_find_ucm_cuda_cb, NULL);
+    ucm_unset_event_handler(UCM_EVENT_MEM_TYPE_FREE, test_ucm_dummy_cb, NULL);
+    printf("INFO UCM's CUDA module %s\n",
+           test_ucm_cuda ? "is loaded and subscribed" :
+                           "does not report frees in this process");
+
+    if ((uct_rc_gdr_cuda_init() != UCS_OK) ||
+        ((driver = dlopen(uct_rc_gdr_cuda_library_name(),
+                          RTLD_NOW | RTLD_NOLOAD)) == NULL)) {
+        return;
+    }
+
+    for (i = 0; i < sizeof(exports) / sizeof(exports[0]); ++i) {
+        test_entry_add(exports[i], dlsym(driver, exports[i]));
+    }
+
+    get_proc = (test_get_proc_func_t)dlsym(driver, "cuGetProcAddress_v2");
+    for (i = 0; (get_proc != NULL) && (i < sizeof(procs) / sizeof(procs[0]));
+         ++i) {
+        for (f = 0; f < sizeof(flags) / sizeof(flags[0]); ++f) {
+            if (get_proc(procs[i], &func, TEST_CUDART_VERSION, flags[f],
+                         &qres) == CUDA_SUCCESS) {
+                snprintf(name, sizeof(name), "%s@proc(0x%x)", procs[i],
+                         (unsigned)flags[f]);
+                test_entry_add(name, func);
+            }
+        }
+    }
+
+    dlclose(driver);
+}
+
+/*
+ * Where UCM reports: every entry point UCM patched is left as it was, and
+ * is none of rc_gdr's; the others are rc_gdr's.
+ */
+static void test_patched_once(void)
+{
+    rc_gdr_ucm_cuda_hook_info_t info[32];
+    unsigned i, j, num, ours, ucm = 0, bad = 0;
+    const char *object;
+
+    num = rc_gdr_ucm_cuda_hooks(info, 32);
+    for (i = 0; i < test_num_entries; ++i) {
+        object = test_jump_object(test_entries[i].code,
+                                  test_entries[i].address);
+        if ((object == NULL) || (strstr(object, "libucm_cuda") == NULL)) {
+            continue;
+        }
+
+        ++ucm;
+        if (memcmp(test_entries[i].address, test_entries[i].code,
+                   TEST_CODE_BYTES)) {
+            printf("INFO %s was patched again after UCM\n",
+                   test_entries[i].name);
+            ++bad;
+        }
+        for (j = 0; (j < num) && (j < 32); ++j) {
+            if (info[j].address == (const void*)test_entries[i].address) {
+                printf("INFO %s is UCM's and also hooked as %s\n",
+                       test_entries[i].name, info[j].name);
+                ++bad;
+            }
+        }
+    }
+
+    ours = ucs_min(num, 32);
+    test_result((ucm > 0) && (bad == 0), "nothing patched twice",
+                "%u entry points patched by UCM and left to it, %u hooked "
+                "here (those UCM leaves out)", ucm, ours);
+}
+
 int main(int argc, char **argv)
 {
     int ucm_forward = 0;
@@ -955,6 +1140,7 @@ int main(int argc, char **argv)
         setenv(RC_GDR_UCM_CUDA_MODE_ENV, "ucm", 1);
     } else {
         test_rt_ok = test_cudart_open(&test_rt, &test_rt_why);
+        test_ucm_load();
     }
 
     status = rc_gdr_ucm_cuda_install();
@@ -993,8 +1179,14 @@ int main(int argc, char **argv)
     }
 
     test_print_hooks();
-    test_result(rc_gdr_ucm_cuda_mode() == RC_GDR_UCM_CUDA_MODE_HOOKS,
-                "mode hooks (this UCX has no libucm_cuda)", NULL);
+    if (test_ucm_cuda) {
+        test_result(rc_gdr_ucm_cuda_mode() == RC_GDR_UCM_CUDA_MODE_UCM,
+                    "mode ucm (UCM's CUDA module reports frees)", NULL);
+        test_patched_once();
+    } else {
+        test_result(rc_gdr_ucm_cuda_mode() == RC_GDR_UCM_CUDA_MODE_HOOKS,
+                    "mode hooks (no UCM CUDA module reports frees)", NULL);
+    }
 
     test_driver_free("cuMemFree_v2 (dlsym)",
                      (test_free_func_t)dlsym(test_driver, "cuMemFree_v2"));

@@ -132,6 +132,9 @@ protected:
         for (const std::string &name : m_env) {
             unsetenv(name.c_str());
         }
+        for (int ordinal : m_ctx_held) {
+            uct_rc_gdr_cuda_ctx_release(ordinal);
+        }
 
         /* Nothing the md registered outlives it */
         EXPECT_EQ(0u, mock_verbs_live_count());
@@ -281,7 +284,9 @@ protected:
         EXPECT_EQ(UCS_OK, uct_rc_gdr_cuda_ctx_set_current(ctx));
         EXPECT_EQ(UCS_OK, uct_rc_gdr_cuda_mem_alloc(length, &p));
         uct_rc_gdr_cuda_ctx_set_current(prev);
-        uct_rc_gdr_cuda_ctx_release(ordinal);
+        /* Held until TearDown: a real driver frees every allocation of a
+         * primary context when its last reference goes */
+        m_ctx_held.push_back(ordinal);
         return p;
     }
 
@@ -306,6 +311,7 @@ protected:
     unsigned                 m_regs0 = 0;
     int                      m_events;
     std::vector<std::string> m_env;
+    std::vector<int>         m_ctx_held; /* primary contexts gpu_alloc holds */
 };
 
 
@@ -1406,6 +1412,89 @@ TEST_F(md, real_gpu_memory_reported) {
     dereg(memh);
     close();
 
+    EXPECT_EQ(UCS_OK, uct_rc_gdr_cuda_mem_free(gpu));
+    munmap(host, length);
+}
+
+/*
+ * In a CUDA-built UCX, UCP asks cuda_copy's md and rc_gdr's for the type of
+ * a buffer: both must give the same answer (a disagreement picks the wrong
+ * copy engine or the wrong lane).
+ */
+TEST_F(md, memory_type_agrees_with_cuda_copy) {
+    uct_component_h *components;
+    uct_md_config_t *config;
+    uct_component_h cuda_copy = NULL;
+    unsigned i, num;
+    int count = 0;
+
+    if ((uct_rc_gdr_cuda_init() != UCS_OK) ||
+        (uct_rc_gdr_cuda_device_count(&count) != UCS_OK) || (count == 0)) {
+        GTEST_SKIP() << "needs a CUDA driver with a device (or the stand-in)";
+    }
+
+    ASSERT_EQ(UCS_OK, uct_query_components(&components, &num));
+    for (i = 0; i < num; ++i) {
+        uct_component_attr_t attr;
+
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+        if ((uct_component_query(components[i], &attr) == UCS_OK) &&
+            !strcmp(attr.name, "cuda_cpy")) {
+            cuda_copy = components[i];
+        }
+    }
+
+    if (cuda_copy == NULL) {
+        uct_release_component_list(components);
+        GTEST_SKIP() << "this UCX has no cuda_copy (not built with CUDA)";
+    }
+
+    uct_md_h copy_md;
+    ASSERT_EQ(UCS_OK, uct_md_config_read(cuda_copy, NULL, NULL, &config));
+    ASSERT_EQ(UCS_OK, uct_md_open(cuda_copy, "cuda_cpy", config, &copy_md));
+    uct_config_release(config);
+    ASSERT_EQ(UCS_OK, open());
+
+    const size_t length = 1 << 20;
+    void *gpu           = gpu_alloc(0, length);
+    void *host          = map(length);
+    ASSERT_TRUE(gpu != NULL);
+
+    struct {
+        const char *what;
+        void       *address;
+        size_t     length;
+    } cases[] = {
+        {"device memory", gpu, length},
+        {"an interior range of it", (char*)gpu + 4096, 64},
+        {"host memory", host, length}
+    };
+
+    for (const auto &c : cases) {
+        ucs_memory_type_t ours   = UCS_MEMORY_TYPE_LAST;
+        ucs_memory_type_t theirs = UCS_MEMORY_TYPE_LAST;
+        ucs_status_t st_ours, st_theirs;
+
+        st_ours   = uct_md_detect_memory_type(m_md, c.address, c.length,
+                                              &ours);
+        st_theirs = uct_md_detect_memory_type(copy_md, c.address, c.length,
+                                              &theirs);
+        /* a refusal counts as host: UCP then asks no further */
+        if (st_ours != UCS_OK) {
+            ours = UCS_MEMORY_TYPE_HOST;
+        }
+        if (st_theirs != UCS_OK) {
+            theirs = UCS_MEMORY_TYPE_HOST;
+        }
+        EXPECT_EQ(theirs, ours) << c.what << ": rc_gdr "
+                                << ucs_memory_type_names[ours]
+                                << ", cuda_copy "
+                                << ucs_memory_type_names[theirs];
+    }
+
+    close();
+    uct_md_close(copy_md);
+    uct_release_component_list(components);
     EXPECT_EQ(UCS_OK, uct_rc_gdr_cuda_mem_free(gpu));
     munmap(host, length);
 }
