@@ -89,6 +89,24 @@ fi
 
 OUT=$(mktemp -d /tmp/rc_gdr_test.XXXXXX)
 
+# Tier 5's upstream UCX builds start now, beside tiers 1-4 and at the lowest
+# priority: the soft-RoCE guest leaves a core idle much of the time, and on
+# a new machine these builds are most of the run. Tier 5 waits for them.
+RELEASES=${RC_GDR_RELEASES:-1.22.0 1.16.0 1.19.1}
+[ "$RELEASES" = none ] && RELEASES=""
+PREBUILD_PID=""
+if [ -n "$RELEASES" ]; then
+    (
+        for v in $RELEASES; do
+            nice -n 19 contrib/ucx-upstream.sh "$v"
+        done
+        if [[ " $RELEASES " == *" 1.22.0 "* ]]; then
+            nice -n 19 contrib/ucx-upstream.sh --cuda 1.22.0
+        fi
+    ) > "$OUT/prebuild" 2>&1 &
+    PREBUILD_PID=$!
+fi
+
 echo "== tier 1: unit tests"
 build/test/gtest/gtest_rc_gdr 2>&1 | tee "$OUT/unit" |
     grep -E '^\[  (FAILED|SKIPPED|PASSED) |^\[ +(FAILED|SKIPPED) +\]' || true
@@ -142,8 +160,13 @@ if [ "$RUN_VM" = 1 ] && [ "${RC_GDR_CONFORMANCE:-1}" = 1 ]; then
 fi
 
 # Tier 5: releases. 1.22.0 first: the full tiers run there.
-RELEASES=${RC_GDR_RELEASES:-1.22.0 1.16.0 1.19.1}
-[ "$RELEASES" = none ] && RELEASES=""
+if [ -n "$PREBUILD_PID" ]; then
+    t0=$(date +%s)
+    wait "$PREBUILD_PID" ||
+        { echo "== tier 5: upstream UCX builds:"; tail -20 "$OUT/prebuild"; }
+    echo "== tier 5: upstream UCX builds ready (waited $(( $(date +%s) - t0 )) s" \
+         "after tier 4)"
+fi
 RELEASE_BUILDS=()
 over_budget() { # what [seconds it takes]
     if [ $(( $(date +%s) - START_S + ${2:-0} )) -ge "$BUDGET_S" ]; then
@@ -154,90 +177,78 @@ over_budget() { # what [seconds it takes]
     fi
     return 1
 }
-for v in $RELEASES; do
-    # a release not built yet takes its UCX build too (about half an hour
-    # on two cores)
+# One release's steps: the build, its unit tests, the host's loading checks
+# and the soft-RoCE guest (FILTER "" runs all of it), each skipped when it
+# would end past the budget. With --cuda, the CUDA-built UCX of that release
+# (cuda_copy, cuda_ipc, libucm_cuda, as GPU sites build it): its unit tests
+# and guest run with the stand-in driver (contrib/env.sh --emulated-gpu),
+# where UCX's CUDA modules load beside rc_gdr.
+tier5_release() { # [--cuda] VERSION GUEST_FILTER GUEST_SECONDS
+    local cuda="" name v filter guest_est build est t0
+    if [ "$1" = --cuda ]; then
+        cuda=--cuda
+        shift
+    fi
+    v=$1 filter=$2 guest_est=$3
+    build=build-$v${cuda:+-cuda}
+    name="UCX $v${cuda:+ built with CUDA}"
+
+    # a release not built yet takes its UCX build too
     est=600
-    contrib/ucx-upstream.sh --print-dir "$v" > /dev/null 2>&1 || est=2400
-    over_budget "tier 5 for UCX $v" "$est" && continue
-    echo "== tier 5: UCX $v: build (upstream UCX cached in /var/cache/rc_gdr)"
+    contrib/ucx-upstream.sh $cuda --print-dir "$v" > /dev/null 2>&1 ||
+        est=2400
+    over_budget "tier 5 for $name" "$est" && return
+    echo "== tier 5: $name: build (upstream UCX cached in /var/cache/rc_gdr)"
     t0=$(date +%s)
-    if ! contrib/build.sh --ucx "$v" > "$OUT/build-$v" 2>&1; then
-        tail -30 "$OUT/build-$v"
-        echo "FAIL build against UCX $v"
+    if ! contrib/build.sh --ucx "$v" $cuda > "$OUT/make-$build" 2>&1; then
+        tail -30 "$OUT/make-$build"
+        echo "FAIL build against $name"
         tally 0 1 0
-        continue
+        return
     fi
-    echo "PASS build against UCX $v ($(( $(date +%s) - t0 )) s)"
+    echo "PASS build against $name ($(( $(date +%s) - t0 )) s)"
     tally 1 0 0
-    RELEASE_BUILDS+=("build-$v")
 
-    echo "== tier 5: UCX $v: unit tests"
-    "build-$v/test/gtest/gtest_rc_gdr" 2>&1 | tee "$OUT/unit-$v" |
+    echo "== tier 5: $name: unit tests"
+    (if [ -n "$cuda" ]; then
+         . contrib/env.sh --emulated-gpu "$build" > /dev/null || exit 1
+     fi
+     exec "$build/test/gtest/gtest_rc_gdr") 2>&1 | tee "$OUT/unit-$build" |
         grep -E '^\[  (FAILED|PASSED) |^\[ +FAILED +\]' || true
-    tally_gtest "$OUT/unit-$v"
+    tally_gtest "$OUT/unit-$build"
 
-    echo "== tier 5: UCX $v: loading checks on the host"
-    RC_GDR_BUILD="build-$v" test/host/run.sh 2>&1 | tee "$OUT/host-$v"
-    tally_plain "$OUT/host-$v"
-
-    [ "$RUN_VM" = 1 ] || continue
-    est=400
-    [ "$v" = 1.22.0 ] && est=1000
-    over_budget "the soft-RoCE guest on UCX $v" "$est" && continue
-    if [ "$v" = 1.22.0 ]; then
-        echo "== tier 5: UCX $v: real verbs in the soft-RoCE guest (all)"
-        filter=""
-    else
-        echo "== tier 5: UCX $v: the soft-RoCE guest: rc_gdr listed, UCT" \
-             "put/get/am, UCP tag/put/get, Open MPI verified"
-        filter='^(ucx_info_lists_rc_gdr|uct_release_api|perftest_uct_(put_bw_zcopy|get_zcopy|am_lat)|perftest_ucp_(tag_bw|put_bw|get)|mpi_2ranks_p2p_and_rma_verified)'
+    if [ -z "$cuda" ]; then
+        RELEASE_BUILDS+=("$build")
+        echo "== tier 5: $name: loading checks on the host"
+        RC_GDR_BUILD="$build" test/host/run.sh 2>&1 | tee "$OUT/host-$build"
+        tally_plain "$OUT/host-$build"
     fi
-    RC_GDR_BUILD="build-$v" RC_GDR_TEST_FILTER="$filter" \
+
+    [ "$RUN_VM" = 1 ] || return
+    over_budget "the soft-RoCE guest on $name" "$guest_est" && return
+    echo "== tier 5: $name: the soft-RoCE guest${filter:+ ($filter)}"
+    RC_GDR_BUILD="$build" RC_GDR_TEST_FILTER="$filter" \
         contrib/rxe-vm.sh --timeout 2400 -- test/rxe/run.sh 2>&1 |
-        tee "$OUT/rxe-$v"
-    tally_plain "$OUT/rxe-$v"
+        tee "$OUT/rxe-$build"
+    tally_plain "$OUT/rxe-$build"
+}
+
+for v in $RELEASES; do
+    if [ "$v" = 1.22.0 ]; then
+        tier5_release "$v" "" 1000
+    else
+        # rc_gdr listed, UCT put/get/am, UCP tag/put/get, Open MPI verified
+        tier5_release "$v" '^(ucx_info_lists_rc_gdr|uct_release_api|perftest_uct_(put_bw_zcopy|get_zcopy|am_lat)|perftest_ucp_(tag_bw|put_bw|get)|mpi_2ranks_p2p_and_rma_verified)' 400
+    fi
 done
 if [ ${#RELEASE_BUILDS[@]} -gt 0 ]; then
     echo "== tier 5: every module in every other release"
     test/host/cross.sh build "${RELEASE_BUILDS[@]}" 2>&1 | tee "$OUT/cross"
     tally_plain "$OUT/cross"
 fi
-
-# UCX 1.22.0 built with CUDA (cuda_copy, cuda_ipc, libucm_cuda), as GPU sites
-# build it: rc_gdr beside UCX's CUDA modules, which run on the stand-in
-# driver in the guest (contrib/env.sh --emulated-gpu)
 if [[ " $RELEASES " == *" 1.22.0 "* ]]; then
-    est=900
-    contrib/ucx-upstream.sh --cuda --print-dir 1.22.0 > /dev/null 2>&1 ||
-        est=2700
-    if ! over_budget "tier 5 for UCX 1.22.0 built with CUDA" "$est"; then
-        echo "== tier 5: UCX 1.22.0 built with CUDA: build, unit tests"
-        t0=$(date +%s)
-        if contrib/build.sh --ucx 1.22.0 --cuda > "$OUT/build-cuda" 2>&1; then
-            echo "PASS build against UCX 1.22.0 with CUDA ($(( $(date +%s) - t0 )) s)"
-            tally 1 0 0
-            # with the stand-in driver, cuda_copy loads beside rc_gdr
-            (. contrib/env.sh --emulated-gpu build-1.22.0-cuda > /dev/null &&
-             exec build-1.22.0-cuda/test/gtest/gtest_rc_gdr) 2>&1 |
-                tee "$OUT/unit-cuda" |
-                grep -E '^\[  (FAILED|PASSED) |^\[ +FAILED +\]' || true
-            tally_gtest "$OUT/unit-cuda"
-            if [ "$RUN_VM" = 1 ]; then
-                echo "== tier 5: UCX 1.22.0 built with CUDA: the guest," \
-                     "UCX's CUDA modules on the stand-in driver"
-                RC_GDR_BUILD=build-1.22.0-cuda \
-                RC_GDR_TEST_FILTER='^(ucx_info_lists_rc_gdr|md_memory_types_cuda|gpu_emulated_|bounce_uct_put_get)' \
-                    contrib/rxe-vm.sh --timeout 1200 -- test/rxe/run.sh 2>&1 |
-                    tee "$OUT/rxe-cuda"
-                tally_plain "$OUT/rxe-cuda"
-            fi
-        else
-            tail -30 "$OUT/build-cuda"
-            echo "FAIL build against UCX 1.22.0 with CUDA"
-            tally 0 1 0
-        fi
-    fi
+    tier5_release --cuda 1.22.0 \
+        '^(ucx_info_lists_rc_gdr|md_memory_types_cuda|gpu_emulated_|bounce_uct_put_get)' 300
 fi
 
 # Last, as they are long: UCX 1.22.0's own UCT suites (rc_verbs from the
