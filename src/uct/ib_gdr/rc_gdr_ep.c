@@ -1048,10 +1048,12 @@ int uct_rc_gdr_ep_check_stall(uct_rc_gdr_ep_t *ep, unsigned max_sweeps)
         return 0;
     }
 
-    ucs_warn("rc_gdr: QP 0x%x: none of %u work requests in flight completed"
-             " within UCX_RC_GDR_TX_STALL_TIMEOUT, and the transport's own "
-             "retry timeout did not report: endpoint failed", ep->qp->qp_num,
-             ep->num_outstanding);
+    /* An error, as the transport's own timeout reports it (and UCX's tests
+     * take an endpoint failure's error, not a warning). */
+    ucs_error("rc_gdr: QP 0x%x: none of %u work requests in flight "
+              "completed within UCX_RC_GDR_TX_STALL_TIMEOUT, and the "
+              "transport's own retry timeout did not report: endpoint failed",
+              ep->qp->qp_num, ep->num_outstanding);
     uct_rc_gdr_ep_set_failed(ep, UCS_ERR_ENDPOINT_TIMEOUT);
     uct_rc_gdr_ep_move_to_error(ep);
     return 1;
