@@ -7,6 +7,8 @@
  *   uct_verify peer-death DEV_A DEV_B SEC a forked peer is killed with
  *                                        SIGKILL mid-transfer; the survivor
  *                                        must see an error within SEC
+ *   uct_verify peer-death-am DEV_A DEV_B SEC  the same with active
+ *                                        messages (SENDs) and flushes
  *   uct_verify bad-address DEV           corrupt endpoint/device addresses
  *                                        and remote keys are refused
  *   uct_verify pending-connect DEV_A DEV_B  a request queued before the
@@ -428,7 +430,44 @@ static int run_bad_address(const char *dev)
 }
 
 
-static int run_peer_death(const char *dev_a, const char *dev_b, double bound)
+/* After the peer died: one transfer, and whether it ended. A put, or an
+ * active message and a flush that waits for it (SENDs, which a dead peer
+ * never acknowledges either). */
+static ucs_status_t peer_death_transfer(uct_test_node_t **nodes,
+                                        uct_test_node_t *a, int am,
+                                        uct_iov_t *iov, uint64_t remote_addr,
+                                        uct_rkey_t rkey, uct_test_comp_t *wc,
+                                        double deadline)
+{
+    ucs_status_t status;
+
+    uct_test_comp_init(wc);
+    if (am) {
+        status = UCT_TEST_RETRY(nodes, 1,
+                                uct_ep_am_short(a->ep, AM_ID, 0, NULL, 0));
+        if (status == UCS_OK) {
+            status = UCT_TEST_RETRY(nodes, 1,
+                                    uct_ep_flush(a->ep, 0, &wc->comp));
+        }
+    } else {
+        status = UCT_TEST_RETRY(nodes, 1,
+                                uct_ep_put_zcopy(a->ep, iov, 1, remote_addr,
+                                                 rkey, &wc->comp));
+    }
+
+    while ((status == UCS_INPROGRESS) && (wc->comp.count > 0) &&
+           (uct_test_now() < deadline)) {
+        uct_test_progress(nodes, 1);
+    }
+    if (status == UCS_INPROGRESS) {
+        status = (wc->comp.count > 0) ? UCS_ERR_TIMED_OUT : wc->status;
+    }
+    return status;
+}
+
+
+static int run_peer_death(const char *dev_a, const char *dev_b, double bound,
+                          int am)
 {
     uct_test_node_t a, *nodes[1] = {&a};
     uct_rkey_bundle_t rkey;
@@ -463,21 +502,13 @@ static int run_peer_death(const char *dev_a, const char *dev_b, double bound)
     /* Keep transferring: every operation must end, with an error. */
     status = UCS_OK;
     while ((status == UCS_OK) && !a.ep_error && (uct_test_now() < deadline)) {
-        uct_test_comp_init(&wc);
-        status = UCT_TEST_RETRY(nodes, 1,
-                                uct_ep_put_zcopy(a.ep, &iov, 1, wb.buf,
-                                                 rkey.rkey, &wc.comp));
-        while ((status == UCS_INPROGRESS) && (wc.comp.count > 0) &&
-               (uct_test_now() < deadline)) {
-            uct_test_progress(nodes, 1);
-        }
-        if (status == UCS_INPROGRESS) {
-            status = (wc.comp.count > 0) ? UCS_ERR_TIMED_OUT : wc.status;
-        }
+        status = peer_death_transfer(nodes, &a, am, &iov, wb.buf, rkey.rkey,
+                                     &wc, deadline);
     }
     elapsed = uct_test_now() - t_kill;
 
-    printf("peer killed: survivor saw %s%s after %.2f s (bound %.1f s)\n",
+    printf("peer killed: survivor's %s saw %s%s after %.2f s (bound %.1f s)"
+           "\n", am ? "active messages" : "puts",
            ucs_status_string(a.ep_error ? a.ep_error_status : status),
            a.ep_error ? " through the error handler" : "", elapsed, bound);
     uct_test_check((status != UCS_OK) && (status != UCS_ERR_TIMED_OUT) &&
@@ -683,7 +714,9 @@ int main(int argc, char **argv)
     if ((argc == 4) && !strcmp(argv[1], "data")) {
         run_data(argv[2], argv[3]);
     } else if ((argc == 5) && !strcmp(argv[1], "peer-death")) {
-        run_peer_death(argv[2], argv[3], atof(argv[4]));
+        run_peer_death(argv[2], argv[3], atof(argv[4]), 0);
+    } else if ((argc == 5) && !strcmp(argv[1], "peer-death-am")) {
+        run_peer_death(argv[2], argv[3], atof(argv[4]), 1);
     } else if ((argc == 3) && !strcmp(argv[1], "bad-address")) {
         run_bad_address(argv[2]);
     } else if ((argc == 4) && !strcmp(argv[1], "pending-connect")) {
@@ -692,8 +725,8 @@ int main(int argc, char **argv)
         run_fork(argv[2], argv[3]);
     } else {
         fprintf(stderr,
-                "usage: %s data DEV_A DEV_B | peer-death DEV_A DEV_B SEC | "
-                "bad-address DEV | pending-connect DEV_A DEV_B | "
+                "usage: %s data DEV_A DEV_B | peer-death[-am] DEV_A DEV_B "
+                "SEC | bad-address DEV | pending-connect DEV_A DEV_B | "
                 "fork DEV_A DEV_B\n", argv[0]);
         return 2;
     }

@@ -90,6 +90,14 @@ test_peer_death_stalled() {
     UCX_RC_GDR_RETRY_COUNT=7 UCX_RC_GDR_TX_STALL_TIMEOUT=4s test_peer_death 8
 }
 
+# The same with active messages and a flush: the survivor's SENDs to the dead
+# peer, which UCX's test_uct_peer_failure_multiple waits on (issue 10), end
+# with the stall check's error too.
+test_peer_death_am_stalled() {
+    UCX_RC_GDR_RETRY_COUNT=7 UCX_RC_GDR_TX_STALL_TIMEOUT=4s \
+        test_uct_verify peer-death-am rxe1:1 rxe0:1 8
+}
+
 # Interface events: event fd and arm at UCT level (woken by a message and by
 # a completion, BUSY until progress took them), then UCP's blocking progress
 # (ucp_worker_wait) with the data on rc_gdr.
@@ -438,6 +446,7 @@ run_test uct_release_api_through_glue      test_uct_release rxe0:1 rxe1:1
 run_test uct_peer_killed_reported_in_10s   test_peer_death 10
 run_test uct_peer_killed_configured_bound  test_peer_death_configured
 run_test uct_peer_killed_retries_forever_stall_reported test_peer_death_stalled
+run_test uct_peer_killed_am_retries_forever_stall_reported test_peer_death_am_stalled
 run_test uct_ucp_events_fd_arm_and_wait    test_events
 run_test perftest_uct_put_bw_zcopy  perftest_uct -t put_bw -D zcopy -s 65536 -n 200
 run_test perftest_uct_put_bw_bcopy  perftest_uct -t put_bw -D bcopy -s 8192 -n 200

@@ -66,9 +66,6 @@ typedef struct uct_rc_gdr_op {
     uint8_t                   signaled;   /* its work request reports */
     uint8_t                   internal;   /* comp is rc_gdr's own (the
                                              bounce lane's), not the user's */
-    uint8_t                   to_receiver; /* a SEND: it may wait, in RNR
-                                              retries, for the peer's
-                                              software to post a receive */
     uct_completion_t          *comp;      /* may be NULL */
     uct_rc_gdr_buf_t          *buf;       /* released at completion */
     union {

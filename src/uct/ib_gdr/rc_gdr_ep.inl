@@ -148,8 +148,6 @@ static inline ucs_status_t uct_rc_gdr_ep_post(uct_rc_gdr_ep_t *ep,
 
     op->signaled   |= (op->comp != NULL) || (op->type != UCT_RC_GDR_OP_SEND) ||
                       (ep->unsignaled + 1 >= iface->config.tx_cq_moderation);
-    op->to_receiver = (wr->opcode == IBV_WR_SEND_WITH_IMM) ||
-                      (wr->opcode == IBV_WR_SEND);
     wr->wr_id       = (uintptr_t)op;
     wr->next        = NULL;
     if (op->signaled) {

@@ -96,12 +96,12 @@ ucs_config_field_t uct_rc_gdr_iface_config_table[] = {
      UCS_CONFIG_TYPE_TIME},
 
     {"TX_STALL_TIMEOUT", "auto",
-     "Time after which an endpoint whose RDMA writes, reads or atomics have "
-     "reported nothing is failed (UCS_ERR_ENDPOINT_TIMEOUT), in case the "
-     "transport's own timeout never fires: soft-RoCE with RETRY_COUNT=7 "
-     "retries forever, and has been seen to lose its retry timer under load. "
-     "Sends are left out: they may wait, by design, for a peer that posts no "
-     "receive buffers while it computes. auto: 4 x FAILURE_TIMEOUT; inf: off.",
+     "Time after which an endpoint whose requests have reported nothing is "
+     "failed (UCS_ERR_ENDPOINT_TIMEOUT), in case the transport's own timeout "
+     "never fires: soft-RoCE with RETRY_COUNT=7 retries forever, and has "
+     "been seen to lose its retry timer under load. Sends too: one that waits "
+     "this long for a peer that posts no receive buffers (RNR retries are "
+     "unbounded) fails as well. auto: 4 x FAILURE_TIMEOUT; inf: off.",
      ucs_offsetof(uct_rc_gdr_iface_config_t, tx_stall_timeout),
      UCS_CONFIG_TYPE_TIME_UNITS},
 
