@@ -1362,7 +1362,8 @@ ucs_status_t uct_rc_gdr_ep_check(uct_ep_h tl_ep, unsigned flags,
 
 ucs_status_t uct_rc_gdr_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
 {
-    uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
+    uct_rc_gdr_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
     uct_rc_gdr_op_t *op;
     ucs_status_t status;
 
@@ -1371,7 +1372,19 @@ ucs_status_t uct_rc_gdr_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
     }
 
     /* A work request posted to a QP in error completes at once with a flush
-     * error: that completion raises the error from the progress context. */
+     * error: that completion raises the error from the progress context.
+     * Without room for one, requests in flight do the same; a post would
+     * overrun the completion queue. */
+    if ((ep->sq_avail == 0) || (iface->tx_cq_avail == 0)) {
+        if (ep->num_outstanding == 0) {
+            return UCS_ERR_NO_RESOURCE; /* after progress frees the queue */
+        }
+
+        uct_rc_gdr_ep_move_to_error(ep);
+        uct_rc_gdr_ep_set_failed(ep, UCS_ERR_ENDPOINT_TIMEOUT);
+        return UCS_OK;
+    }
+
     status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 0, &op);
     if (status != UCS_OK) {
         return status;
