@@ -48,7 +48,8 @@ cp "build/$mod" "$DIR/stock/b113/"
 cp "build-1.22.0/$mod" "$DIR/stock/b122/"
 cp "$DIR/build-1.16.0/$mod" "$DIR/build-1.16.0/test/apps/uct_components" \
    "$DIR/build-1.16.0/src/tools/rc_gdr_info" \
-   "$DIR/build-1.16.0/test/gtest/gtest_rc_gdr" "$DIR/stock/b116/"
+   "$DIR/build-1.16.0/test/gtest/gtest_rc_gdr" \
+   "$DIR/build-1.16.0/test/apps/mpi_verify" "$DIR/stock/b116/"
 
 # The CUDA-built UCX, with the CUDA runtime its modules link to
 ucx=$(contrib/ucx-upstream.sh --cuda --print-dir 1.22.0)/install/lib

@@ -70,6 +70,22 @@ check md_reports_cuda_memory_stand_in_nic \
              '$D/b116/gtest_rc_gdr' --gtest_filter='md.real_gpu_memory_reported' > /tmp/gt.\$\$ 2>&1; rc=\$?
              grep -E '^\[ +(OK|FAILED|SKIPPED|PASSED) +\]|Failure|Expected|Which is|peermem' /tmp/gt.\$\$
              [ \$rc = 0 ] && grep -q '^\[  PASSED  \] 1 test' /tmp/gt.\$\$"
+# Open MPI linked to the stock UCX, the module preloaded into both ranks:
+# rc_gdr registers inside Open MPI's UCX (its md says why it has no device)
+# and the ranks' traffic, over what UCX has here, arrives byte-exact
+if command -v mpirun > /dev/null && [ -x "$D/b116/mpi_verify" ]; then
+    check open_mpi_over_stock_ucx_with_module \
+        bash -c "timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 \
+                     --mca pml ucx --mca osc ucx --mca btl ^openib,ofi,uct \
+                     --mca pml_ucx_tls any --mca pml_ucx_devices any \
+                     -x LD_PRELOAD='$D/b116/libuct_ib_gdr.so' -x UCX_LOG_LEVEL=debug \
+                     '$D/b116/mpi_verify' > /tmp/mpi.\$\$ 2>&1; rc=\$?
+                 grep -E '^verification' /tmp/mpi.\$\$; grep -m1 'rc_gdr' /tmp/mpi.\$\$
+                 [ \$rc = 0 ] && grep -q '^verification: PASSED' /tmp/mpi.\$\$ &&
+                     grep -q 'rc_gdr: no verbs devices found' /tmp/mpi.\$\$"
+else
+    echo "SKIP open_mpi_over_stock_ucx_with_module: no mpirun or mpi_verify"
+fi
 if ls /sys/class/infiniband/* > /dev/null 2>&1; then
     check md_reports_cuda_memory env LD_PRELOAD="$D/b116/libuct_ib_gdr.so" \
         bash -c "'$D/b116/uct_components' rc_gdr | tee /dev/stderr | grep -A2 'md ' | grep 'registers:.* cuda'"
