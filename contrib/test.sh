@@ -136,7 +136,7 @@ if [ "$RUN_VM" = 1 ]; then
 
     echo "== tier 2: real verbs in the soft-RoCE guest"
     contrib/rxe-vm.sh --timeout 2400 -- test/rxe/run.sh 2>&1 | tee "$OUT/rxe"
-    tally_plain "$OUT/rxe"
+    tally_counts "$OUT/rxe"
 fi
 
 echo "== tier 3: GPU"
@@ -230,7 +230,7 @@ tier5_release() { # [--cuda] VERSION GUEST_FILTER GUEST_SECONDS
     RC_GDR_BUILD="$build" RC_GDR_TEST_FILTER="$filter" \
         contrib/rxe-vm.sh --timeout 2400 -- test/rxe/run.sh 2>&1 |
         tee "$OUT/rxe-$build"
-    tally_plain "$OUT/rxe-$build"
+    tally_counts "$OUT/rxe-$build"
 }
 
 for v in $RELEASES; do
@@ -238,7 +238,7 @@ for v in $RELEASES; do
         tier5_release "$v" "" 1000
     else
         # rc_gdr listed, UCT put/get/am, UCP tag/put/get, Open MPI verified
-        tier5_release "$v" '^(ucx_info_lists_rc_gdr|uct_release_api|perftest_uct_(put_bw_zcopy|get_zcopy|am_lat)|perftest_ucp_(tag_bw|put_bw|get)|mpi_2ranks_p2p_and_rma_verified)' 400
+        tier5_release "$v" '^(ucx_info_lists_rc_gdr|release\.|perftest_uct_(put_bw_zcopy|get_zcopy|am_lat)|perftest_ucp_(tag_bw|put_bw|get)|mpi_2ranks_p2p_and_rma_verified)' 400
     fi
 done
 if [ ${#RELEASE_BUILDS[@]} -gt 0 ]; then

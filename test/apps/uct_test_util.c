@@ -32,6 +32,15 @@ size_t uct_test_rx_headroom;
 static const char *uct_test_prog = "uct_test";
 static int uct_test_passed;
 static int uct_test_failed;
+static uct_test_die_hook_t uct_test_die_hook;
+static pid_t uct_test_die_hook_pid;
+
+
+void uct_test_set_die_hook(uct_test_die_hook_t hook)
+{
+    uct_test_die_hook     = hook;
+    uct_test_die_hook_pid = getpid();
+}
 
 
 void uct_test_init(const char *prog, double timeout_s)
@@ -82,6 +91,10 @@ int uct_test_summary(void)
 
 void uct_test_die(const char *what, ucs_status_t status)
 {
+    if ((uct_test_die_hook != NULL) && (getpid() == uct_test_die_hook_pid)) {
+        uct_test_die_hook(what, status);
+    }
+
     fprintf(stderr, "%s: %s: %s\n", uct_test_prog, what,
             ucs_status_string(status));
     exit(UCT_TEST_EXIT_SETUP);
@@ -109,7 +122,7 @@ void uct_test_write_all(int fd, const void *buf, size_t length)
 {
     if (write(fd, buf, length) != (ssize_t)length) {
         perror("write");
-        exit(UCT_TEST_EXIT_SETUP);
+        uct_test_die("write", UCS_ERR_IO_ERROR);
     }
 }
 
@@ -122,7 +135,7 @@ void uct_test_read_all(int fd, void *buf, size_t length)
         ret = read(fd, (char*)buf + done, length - done);
         if (ret <= 0) {
             perror("read");
-            exit(UCT_TEST_EXIT_SETUP);
+            uct_test_die("read", UCS_ERR_IO_ERROR);
         }
         done += ret;
     }
@@ -163,7 +176,7 @@ void uct_test_md_open(uct_test_node_t *node, const char *dev)
         fprintf(stderr, "%s: component '%s' is not registered (is the "
                 "module preloaded? . contrib/env.sh)\n", uct_test_prog,
                 UCT_TEST_TL_NAME);
-        exit(UCT_TEST_EXIT_SETUP);
+        uct_test_die("uct_query_components", UCS_ERR_NO_DEVICE);
     }
 
     status = uct_md_config_read(node->component, NULL, NULL, &md_config);
@@ -375,7 +388,7 @@ pid_t uct_test_peer_fork(uct_test_node_t *node, const char *dev,
 
     if ((pipe(to_child) != 0) || (pipe(to_parent) != 0)) {
         perror("pipe");
-        exit(UCT_TEST_EXIT_SETUP);
+        uct_test_die("pipe", UCS_ERR_IO_ERROR);
     }
 
     child = fork();
@@ -514,7 +527,7 @@ static uct_test_iface_stats_func_t uct_test_iface_stats_func(void)
     if (func == NULL) {
         fprintf(stderr, "%s: %s not found (is the module preloaded? "
                 ". contrib/env.sh)\n", uct_test_prog, name);
-        exit(UCT_TEST_EXIT_SETUP);
+        uct_test_die("dlsym", UCS_ERR_NO_ELEM);
     }
     return (uct_test_iface_stats_func_t)func;
 }
@@ -568,7 +581,7 @@ uct_test_iface_stats_t uct_test_iface_stats(uct_iface_h iface)
         fprintf(stderr, "%s: the module's stats are %" PRIu64 " bytes, "
                 "this program expects %zu: update uct_test_iface_stats_t\n",
                 uct_test_prog, stats.size, sizeof(stats));
-        exit(UCT_TEST_EXIT_SETUP);
+        uct_test_die("uct_test_iface_stats", UCS_ERR_INVALID_PARAM);
     }
     return stats;
 }

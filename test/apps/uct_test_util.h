@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+BEGIN_C_DECLS
 
 #define UCT_TEST_TL_NAME     "rc_gdr"
 #define UCT_TEST_ADDR_MAX    64   /* bytes kept of an address or packed rkey */
@@ -96,6 +97,15 @@ extern double uct_test_timeout_s;
 /* rx_headroom of the interfaces opened next (0: none asked) */
 extern size_t uct_test_rx_headroom;
 
+
+/*
+ * What uct_test_die() calls instead of exiting, in the process that set it:
+ * the gtest suites throw, so that a failed set-up fails one test. It must
+ * not return. A forked child still exits.
+ */
+typedef void (*uct_test_die_hook_t)(const char *what, ucs_status_t status);
+
+void uct_test_set_die_hook(uct_test_die_hook_t hook);
 
 /* Names the program in set-up errors, bounds waits by timeout_s, and makes
  * stdout line-buffered: what was printed survives a crash */
@@ -197,5 +207,7 @@ void *uct_test_module_sym(const char *name);
 
 /* Dies now, not at the first count, if the iface counters are missing */
 void uct_test_iface_stats_check(void);
+
+END_C_DECLS
 
 #endif

@@ -2,8 +2,10 @@
 #
 # Tier 2: real verbs. Runs inside the soft-RoCE guest (contrib/rxe-vm.sh),
 # from the repository root, after a build in $RC_GDR_BUILD (default build/).
-# Prints one "PASS name" / "FAIL name" line per test, the output of a failed
-# test, and "N passed, N failed" at the end; exits non-zero on any failure.
+# Prints one "PASS name" / "FAIL name" / "SKIP name: why" line per test (a
+# shell check here, or a gtest test of the UCT suites, test/gtest/uct), the
+# output of a failed test, and "N passed, N failed, N skipped" at the end;
+# exits non-zero on any failure.
 #
 # Soft-RoCE under qemu TCG is slow: message counts are kept small.
 #
@@ -15,6 +17,7 @@ B=$RC_GDR_BUILD
 LOG=$(mktemp -d /tmp/rc_gdr_rxe.XXXXXX)
 PASSED=0
 FAILED=0
+SKIPPED=0
 PORT=13500
 
 # Whether test NAME runs: RC_GDR_TEST_FILTER=REGEX runs only the tests
@@ -36,6 +39,52 @@ run_test() {
         sed 's/^/    | /' "$LOG/$name.log" | tail -40
         FAILED=$((FAILED + 1))
     fi
+}
+
+# The UCT suites (test/gtest/uct): gtest tests over two rc_gdr nodes
+GT=$B/test/gtest/uct/gtest_rc_gdr_uct
+SUITE_RUNS=0
+
+# run_suite [WRAPPER...] -- GTEST_FILTER: the suites' tests that match the
+# filter (and RC_GDR_TEST_FILTER), in one process under WRAPPER (env VAR=...,
+# with_emulated_gpu). Each gtest test is one result, counted like run_test's;
+# a failed one shows its output, and a process that crashes or hangs fails
+# every test it did not finish.
+run_suite() {
+    local wrap=() names=() name log rc
+    while [ "$1" != -- ]; do wrap+=("$1"); shift; done
+    shift
+    while read -r name; do
+        [ -n "$name" ] && selected "$name" && names+=("$name")
+    done <<< "$("$GT" --gtest_list_tests --gtest_filter="$1" |
+                awk '/^[^ ]/ { suite = $1 } /^  / { print suite $1 }')"
+    [ ${#names[@]} -gt 0 ] || return 0
+
+    log=$LOG/suite.$((++SUITE_RUNS))
+    timeout "${SUITE_TIMEOUT:-900}" "${wrap[@]}" "$GT" --gtest_color=no \
+        --gtest_filter="$(IFS=:; echo "${names[*]}")" > "$log" 2>&1
+    rc=$?
+    for name in "${names[@]}"; do
+        if grep -qF "[       OK ] $name (" "$log"; then
+            echo "PASS $name"
+            PASSED=$((PASSED + 1))
+        elif grep -qF "[  SKIPPED ] $name (" "$log"; then
+            echo "SKIP $name: $(sed -n "/^\[ RUN      \] $name\$/,/^\[  SKIPPED \]/p" \
+                                 "$log" | sed -n '3p')"
+            SKIPPED=$((SKIPPED + 1))
+        else
+            echo "FAIL $name"
+            # its output, or the end of the log when it never finished
+            if grep -qF "[  FAILED  ] $name (" "$log"; then
+                sed -n "/^\[ RUN      \] $name\$/,/^\[  FAILED  \] $name (/p" \
+                    "$log" | sed 's/^/    | /' | tail -60
+            else
+                echo "    | (exit status $rc; the test did not finish)"
+                sed 's/^/    | /' "$log" | tail -40
+            fi
+            FAILED=$((FAILED + 1))
+        fi
+    done
 }
 
 # wait_listen PORT [PID]: a server must listen before its client starts
@@ -60,11 +109,6 @@ test_uct_verify() {
     local rc=$?
     grep -v '^PASS' "$LOG/uct.out"
     [ "$rc" = 0 ] && grep -q '^[0-9]* passed, 0 failed$' "$LOG/uct.out"
-}
-
-# The release's UCT API, through libuct's entry points into the glue
-test_uct_release() {
-    timeout 120 "$B/test/apps/uct_release" "$@"
 }
 
 # What UCX's own UCT suites found, each check reduced (test/apps/uct_contract.c)
@@ -442,7 +486,7 @@ run_test uct_corrupt_addresses_refused     test_uct_verify bad-address rxe0:1
 run_test uct_pending_before_connect_sent   test_uct_verify pending-connect rxe0:1 rxe1:1
 run_test uct_fork_children_leave_registrations test_uct_verify fork rxe0:1 rxe1:1
 run_test uct_contract_regressions         test_uct_contract rxe0:1 rxe1:1
-run_test uct_release_api_through_glue      test_uct_release rxe0:1 rxe1:1
+run_suite -- 'release.*'
 run_test uct_peer_killed_reported_in_10s   test_peer_death 10
 run_test uct_peer_killed_configured_bound  test_peer_death_configured
 run_test uct_peer_killed_retries_forever_stall_reported test_peer_death_stalled
@@ -476,6 +520,7 @@ elif has_cuda_copy > /dev/null; then
 else
     echo "SKIP gpu_emulated_ucp_beside_cuda_copy: this UCX has no cuda_copy" \
          "(a CUDA build of UCX has)"
+    SKIPPED=$((SKIPPED + 1))
 fi
 run_test gpu_emulated_bounce_registration       test_gpu_bounce_registration
 run_test gpu_emulated_am_zcopy_either_lane      test_gpu_am_zcopy
@@ -496,5 +541,5 @@ run_test mpi_2ranks_gpu_buffers_gdr_lane        test_mpi_gpu_gdr
 run_test mpi_2ranks_gpu_buffers_bounce_lane     test_mpi_gpu_bounce
 
 rm -rf "$LOG"
-echo "$PASSED passed, $FAILED failed"
+echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"
 [ "$FAILED" = 0 ]

@@ -1,0 +1,94 @@
+/*
+ * The fixtures of the UCT suites that run on real verbs devices (the
+ * soft-RoCE guest, or a site's NICs): rc_gdr nodes opened on the devices
+ * RC_GDR_DEV_A and RC_GDR_DEV_B name (default rxe0:1 and rxe1:1), closed
+ * when the test ends. Without rc_gdr on both devices every test skips and
+ * says why.
+ *
+ * A check is a gtest expectation; UCT_TEST_EXPECT adds a printf-style
+ * description, so a failure says what was checked and with which values.
+ * A set-up step that fails (uct_test_die) fails the test it ran in.
+ *
+ * See file LICENSE for terms.
+ */
+
+#ifndef UCT_RC_GDR_TEST_H_
+#define UCT_RC_GDR_TEST_H_
+
+#include "../../apps/uct_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+/* printf into a string, for the descriptions of checks */
+std::string uct_test_str(const char *fmt, ...) UCS_F_PRINTF(1, 2);
+
+#define UCT_TEST_EXPECT(_cond, ...) \
+    EXPECT_TRUE(_cond) << uct_test_str(__VA_ARGS__)
+
+
+/* What uct_test_die() throws in the suites */
+class uct_test_setup_error : public std::runtime_error {
+public:
+    explicit uct_test_setup_error(const std::string &what) :
+        std::runtime_error(what)
+    {
+    }
+};
+
+
+/*
+ * Nodes on the devices under test. A test opens what it needs with
+ * node_open() and may close a node early with node_close(); what is still
+ * open is closed at TearDown, in reverse order.
+ */
+class uct_rc_gdr_test : public testing::Test {
+public:
+    static const char *dev_a();
+    static const char *dev_b();
+
+    /* Whether rc_gdr offers dev ("rxe0:1") in this process */
+    static bool has_device(const char *dev);
+
+protected:
+    void SetUp() override;
+    void TearDown() override;
+
+    uct_test_node_t *node_open(const char *dev, size_t buf_size);
+    void node_close(uct_test_node_t *node);
+
+    /* Opens a on dev_a() and b on dev_b(), each with a registered buffer of
+     * buf_size bytes, connected to each other */
+    void pair_open(size_t buf_size);
+
+    /* Sets a variable (UCX_RC_GDR_...) until the test ends; UCX reads its
+     * configuration when an md or interface opens, so set it before */
+    void env_set(const char *name, const char *value);
+
+    uct_test_node_t *a = nullptr, *b = nullptr;
+    uct_test_wire_t wa, wb;              /* their addresses, after pair_open */
+    uct_test_node_t *nodes[2] = {nullptr, nullptr};
+
+private:
+    std::vector<uct_test_node_t*> m_nodes;
+    std::vector<std::pair<std::string, std::string>> m_env;  /* to restore */
+    std::vector<std::string> m_env_unset;
+    double m_timeout_s = 0;
+};
+
+
+/* The two-node fixture: a and b open and connected before the test body */
+class uct_rc_gdr_pair_test : public uct_rc_gdr_test {
+protected:
+    void SetUp() override;
+
+    /* Bytes of each node's registered buffer */
+    virtual size_t pair_buf_size() const;
+};
+
+#endif
