@@ -29,7 +29,7 @@ for b in build build-1.16.0 build-1.22.0 build-1.22.0-cuda; do
 done
 for b in build-1.16.0 build-1.22.0-cuda; do
     make -C "$b" -s test/apps/uct_components src/tools/rc_gdr_info \
-        test/apps/ucm_free_test contrib/bench/rcache_bench \
+        test/gtest/ucm/gtest_rc_gdr_ucm contrib/bench/rcache_bench \
         contrib/bench/stage_bench > /dev/null
 done
 

@@ -145,8 +145,13 @@ if [ -e /dev/nvidiactl ] || [ -e /dev/nvidia0 ]; then
     # the staging engine on the real GPU; then the CUDA free hooks.
     test/gpu/run_gpu_tests.sh -f 'cuda_gpu.*:stage.*' 2>&1 | tee "$OUT/gpu"
     tally_gtest "$OUT/gpu"
-    RC_GDR_TEST_CUDA=real build/test/apps/ucm_free_test 2>&1 | tee "$OUT/ucm"
-    tally_plain "$OUT/ucm"
+    build/test/gtest/ucm/gtest_rc_gdr_ucm --gtest_filter='-ucm_forward.*' \
+        2>&1 | tee "$OUT/ucm"
+    tally_gtest "$OUT/ucm"
+    build/test/gtest/ucm/gtest_rc_gdr_ucm --ucm-forward \
+        --gtest_filter='ucm_install.*:ucm_forward.*' 2>&1 |
+        tee "$OUT/ucm-forward"
+    tally_gtest "$OUT/ucm-forward"
 else
     echo "SKIP tier 3: no GPU on this machine (the GPU suites run where" \
          "a CUDA driver and device are present)"

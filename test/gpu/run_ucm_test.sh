@@ -1,8 +1,8 @@
 #!/bin/bash
 #
-# Run rc_gdr's CUDA free-event test (test/apps/ucm_free_test) against the
-# machine's CUDA driver: every way of releasing CUDA memory must reach the
-# subscribers, with its whole range, before the memory is gone.
+# Run rc_gdr's CUDA free-event suites (test/gtest/ucm/gtest_rc_gdr_ucm)
+# against the machine's CUDA driver: every way of releasing CUDA memory must
+# reach the subscribers, with its whole range, before the memory is gone.
 #
 # Usage: test/gpu/run_ucm_test.sh [-b BUILDDIR] [-l LIBDIR] [-o OUTDIR]
 #                                 [--with-fake]
@@ -10,20 +10,25 @@
 #   -l LIBDIR     shared libraries to load first: the UCX (and rdma-core) the
 #                 test was built against when this machine has none or
 #                 another release, and libcudart.so.* for the runtime-API
-#                 cases (cudaFree, cudaFreeAsync, cudaFreeHost), which are
-#                 skipped when no libcudart can be opened
-#   -o OUTDIR     also write the output there
+#                 tests (ucm_cudart.*: cudaFree, cudaFreeAsync, cudaFreeHost),
+#                 which skip when no libcudart can be opened
+#   -o OUTDIR     also write the output (ucm.log) and each run's gtest XML
+#                 report (ucm-RUN.xml) there
 #   --with-fake   also run against the stand-in driver
 #                 (BUILDDIR/test/mocks/libcuda.so.1)
 #
-# Runs ucm_free_test -v (mode hooks: the driver's entry points are patched;
-# -v prints the code they begin with), then ucm_free_test --ucm-forward
-# (mode ucm: a UCM_EVENT_MEM_TYPE_FREE is forwarded).
+# The binary runs twice per driver, because the mode is chosen once per
+# process, at install: "hooks" runs every suite but ucm_forward, with -v
+# (mode hooks, or ucm in a CUDA-built UCX: the driver's entry points are
+# patched; -v prints the code they begin with); "ucm-forward" runs
+# ucm_install.* and ucm_forward.* with --ucm-forward (RC_GDR_UCM_CUDA_MODE=ucm:
+# a UCM_EVENT_MEM_TYPE_FREE is forwarded). The results end with gtest's
+# summary of each run.
 #
 # Environment: RC_GDR_CUDA_LIBRARY picks the driver (default libcuda.so.1).
 #
-# Without a GPU or driver the test says SKIP and the script exits 0. It exits
-# non-zero when a check fails or the test cannot run.
+# Without a GPU or driver every test skips and says why; the script then
+# exits 0. It exits non-zero when a test fails or the binary cannot run.
 #
 
 set -u
@@ -41,16 +46,16 @@ while [ $# -gt 0 ]; do
     -l) lib_dir=$2; shift 2 ;;
     -o) out_dir=$2; shift 2 ;;
     --with-fake) with_fake=1; shift ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
     esac
 done
 
 build_dir=$(cd "$build_dir" && pwd)
-test_bin="$build_dir/test/apps/ucm_free_test"
+test_bin="$build_dir/test/gtest/ucm/gtest_rc_gdr_ucm"
 if [ ! -x "$test_bin" ]; then
-    echo "no test program at $test_bin: build it with" \
-         "'make test/apps/ucm_free_test' first" >&2
+    echo "no gtest binary at $test_bin: build it with" \
+         "'make test/gtest/ucm/gtest_rc_gdr_ucm' first" >&2
     exit 2
 fi
 
@@ -79,16 +84,26 @@ if [ -n "$missing" ]; then
     exit 2
 fi
 
+if [ -n "$out_dir" ]; then
+    mkdir -p "$out_dir" && out_dir=$(cd "$out_dir" && pwd)
+fi
+
 tmp_log=$(mktemp)
 trap 'rm -f "$tmp_log"' EXIT
 rc=0
+titles=()
 
-# run TITLE ARGS...: one invocation, its output kept for the summary
+hooks_filter='-ucm_forward.*'
+forward_filter='ucm_install.*:ucm_forward.*'
+
+# run TITLE ARGS...: one run of the binary, its output kept for the summary
 run() {
     local title=$1 ret
     shift
+    titles+=("$title")
     log "$title: $*"
-    timeout 300 "$@" 2>&1 | sed "s|^|[$title] |" | tee -a "$tmp_log"
+    timeout 300 "$@" ${out_dir:+--gtest_output=xml:$out_dir/ucm-$title.xml} \
+        2>&1 | sed "s|^|[$title] |" | tee -a "$tmp_log"
     ret=${PIPESTATUS[0]}
     if [ $ret -ne 0 ]; then
         log "$title: exit status $ret"
@@ -96,15 +111,16 @@ run() {
     fi
 }
 
-run hooks "$test_bin" -v
-run ucm-forward "$test_bin" --ucm-forward
+run hooks "$test_bin" -v --gtest_filter="$hooks_filter"
+run ucm-forward "$test_bin" --ucm-forward --gtest_filter="$forward_filter"
 
 if [ $with_fake -eq 1 ]; then
     fake_lib="$build_dir/test/mocks/libcuda.so.1"
     if [ -f "$fake_lib" ]; then
-        RC_GDR_CUDA_LIBRARY="$fake_lib" run fake-hooks "$test_bin"
+        RC_GDR_CUDA_LIBRARY="$fake_lib" run fake-hooks "$test_bin" \
+            --gtest_filter="$hooks_filter"
         RC_GDR_CUDA_LIBRARY="$fake_lib" run fake-ucm-forward "$test_bin" \
-            --ucm-forward
+            --ucm-forward --gtest_filter="$forward_filter"
     else
         log "no stand-in driver at $fake_lib: 'make check' builds it"
         rc=1
@@ -112,13 +128,21 @@ if [ $with_fake -eq 1 ]; then
 fi
 
 if [ -n "$out_dir" ]; then
-    mkdir -p "$out_dir" && cp "$tmp_log" "$out_dir/ucm.log"
+    cp "$tmp_log" "$out_dir/ucm.log"
 fi
 
+# gtest's summary of each run: from "[==========] N tests ... ran" to the end
 echo
 log "results:"
-grep -E '^\[[a-z-]+\] ([0-9]+ passed, [0-9]+ failed|SKIP ucm_free_test)' \
-    "$tmp_log" | sed 's/^/   /'
-grep -E '^\[[a-z-]+\] FAIL ' "$tmp_log" | sed 's/^/   /'
+for title in "${titles[@]}"; do
+    summary=$(grep -F "[$title] " "$tmp_log" |
+              sed -n '/^\[[a-z-]*\] \[==========\] .* ran\./,$p')
+    if [ -z "$summary" ]; then
+        echo "   [$title] no gtest summary: the binary did not finish"
+        rc=1
+    else
+        echo "$summary" | sed 's/^/   /'
+    fi
+done
 
 exit $rc
