@@ -120,6 +120,22 @@ echo "== tier 1: the md under ThreadSanitizer, free hooks on other threads"
 TSAN_OPTIONS=halt_on_error=1 build/test/gtest/tsan_md 2>&1 | tee "$OUT/tsan"
 tally_plain "$OUT/tsan"
 
+# The free hooks patch the stand-in driver here as they patch libcuda on a
+# GPU machine (tier 3): hooks, then forwarding from UCM, one process each.
+echo "== tier 1: CUDA free events over the stand-in driver (EMULATED GPU)"
+for mode in hooks forward; do
+    if [ $mode = hooks ]; then
+        args=(--gtest_filter='-ucm_forward.*')
+    else
+        args=(--ucm-forward --gtest_filter='ucm_install.*:ucm_forward.*')
+    fi
+    RC_GDR_CUDA_LIBRARY=$PWD/build/test/mocks/libcuda.so.1 \
+        build/test/gtest/ucm/gtest_rc_gdr_ucm "${args[@]}" 2>&1 |
+        tee "$OUT/ucm-fake-$mode" |
+        grep -E '^\[  (FAILED|SKIPPED|PASSED) |^\[ +(FAILED|SKIPPED) +\]' || true
+    tally_gtest "$OUT/ucm-fake-$mode"
+done
+
 echo "== tier 1b: loading checks on the host"
 test/host/run.sh 2>&1 | tee "$OUT/host"
 tally_plain "$OUT/host"
