@@ -744,12 +744,13 @@ data_cell() {
     fi
     evidence+="; registrations: ${lanes:-?}"
 
-    if [ "${skipped:-0}" != 0 ] && [ "${passed:-0}" = 0 ] && [ "${failed:-0}" = 0 ]; then
+    # a forced lane the gate refuses: the md does not open, the tests skip
+    if gate_refused "$base.txt"; then
+        verdict=NOT-AVAILABLE evidence=$(gate_line "$base.txt")
+    elif [ "${skipped:-0}" != 0 ] && [ "${passed:-0}" = 0 ] && [ "${failed:-0}" = 0 ]; then
         # every test skipped: the line after gtest's "Skipped" says why
         verdict=NOT-RUN
         evidence="skipped: $(sed -n '/: Skipped$/{n;p;q}' "$base.txt" | cut -c1-160)"
-    elif gate_refused "$base.txt"; then
-        verdict=NOT-AVAILABLE evidence=$(gate_line "$base.txt")
     elif [ "$rc" != 0 ] || [ -z "$failed" ] || [ "$failed" != 0 ]; then
         verdict=FAIL
         evidence="exit $rc, ${failed:-?} failed: $(grep -m1 -E '^\[  FAILED  \] gpu|set-up failed' "$base.txt" | cut -c1-120)"
