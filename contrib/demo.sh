@@ -92,12 +92,17 @@ step "5. GPU memory, EMULATED (stand-in CUDA driver: host memory behind device p
     rc_gdr_info 2>/dev/null | sed -n '/<-> rxe0/,/^$/p' |
         grep -E '<->|dmabuf_probe|peermem_registration|mechanism|distance|GDR|bounce' |
         sed 's/^/    /'
+    # the GPU tests of the UCT suites (test/gtest/uct/test_gpu.cc): one
+    # "[       OK ]" line per test, and what they print about the lanes
     say "GPU buffers over the GDR lane (peermem), UCT level:"
-    build/test/apps/uct_gpu uct rxe0:1 rxe1:1 2>&1 | grep -E '^(PASS|FAIL|lane)|passed' |
+    build/test/gtest/uct/gtest_rc_gdr_uct --gtest_color=no \
+        --gtest_filter='gpu.uct_*' 2>&1 |
+        grep -E '^\[ +(OK|FAILED|SKIPPED) +\] gpu|^lane|PASSED' |
         sed 's/^/      /'
     say "The same with no registration mechanism allowed: the bounce lane (staging):"
-    UCX_RC_GDR_REG_METHODS=dmabuf build/test/apps/uct_gpu lanes rxe0:1 2>&1 |
-        grep -E '^lanes|rc_gdr:' | sed 's/^/      /'
+    build/test/gtest/uct/gtest_rc_gdr_uct --gtest_color=no \
+        --gtest_filter='gpu_lanes.bounce_registration_when_dmabuf_only' 2>&1 |
+        grep -E '^lanes|rc_gdr:|^\[ +(OK|FAILED|SKIPPED) +\]' | sed 's/^/      /'
     UCX_RC_GDR_REG_METHODS=dmabuf build/test/apps/uct_bounce uct rxe0:1 rxe1:1 2>&1 |
         grep -E '^counters|^FAIL|passed' | sed 's/^/      /'
 )

@@ -61,7 +61,7 @@ run_suite() {
     [ ${#names[@]} -gt 0 ] || return 0
 
     log=$LOG/suite.$((++SUITE_RUNS))
-    timeout "${SUITE_TIMEOUT:-900}" "${wrap[@]}" "$GT" --gtest_color=no \
+    "${wrap[@]}" timeout "${SUITE_TIMEOUT:-900}" "$GT" --gtest_color=no \
         --gtest_filter="$(IFS=:; echo "${names[*]}")" > "$log" 2>&1
     rc=$?
     for name in "${names[@]}"; do
@@ -109,14 +109,6 @@ test_uct_verify() {
     local rc=$?
     grep -v '^PASS' "$LOG/uct.out"
     [ "$rc" = 0 ] && grep -q '^[0-9]* passed, 0 failed$' "$LOG/uct.out"
-}
-
-# What UCX's own UCT suites found, each check reduced (test/apps/uct_contract.c)
-test_uct_contract() {
-    timeout 300 "$B/test/apps/uct_contract" "$@" > "$LOG/contract.out" 2>&1
-    local rc=$?
-    cat "$LOG/contract.out"
-    [ "$rc" = 0 ] && grep -q '^[0-9]* passed, 0 failed$' "$LOG/contract.out"
 }
 
 test_peer_death() {
@@ -278,88 +270,9 @@ test_gpu_info() {
         with_emulated_gpu rc_gdr_info --json --require-gdr > /dev/null
 }
 
-# uct_md_query: cuda among the registered and detected memory types with a
-# CUDA driver, host memory only without one.
-test_memtypes_host() {
-    RC_GDR_CUDA_LIBRARY=/nonexistent/libcuda.so.1 \
-        "$B/test/apps/uct_gpu" memtypes rxe0:1 host
-}
-
-test_memtypes_cuda() {
-    with_emulated_gpu "$B/test/apps/uct_gpu" memtypes rxe0:1 cuda
-}
-
-test_gpu_uct() {
-    with_emulated_gpu "$B/test/apps/uct_gpu" uct rxe0:1 rxe1:1 > "$LOG/gpu.out"
-    local rc=$?
-    cat "$LOG/gpu.out"
-    [ "$rc" = 0 ] && grep -q 'peermem 1, dmabuf 0, bounce 0' "$LOG/gpu.out"
-}
-
-test_gpu_ucp() {
-    UCX_TLS=rc_gdr,ud_verbs:aux,self with_emulated_gpu \
-        "$B/test/apps/uct_gpu" ucp
-}
-
-# A CUDA build of UCX: its cuda_copy loaded on the stand-in driver and
-# listed, and UCP, with cuda_copy among its transports for its own copies,
-# moving "GPU" memory over rc_gdr (the module's counters: work requests)
-has_cuda_copy() {
-    with_emulated_gpu ucx_info -d 2>/dev/null | grep 'Transport: cuda_copy'
-}
-
-test_gpu_ucp_cuda_copy() {
-    UCX_TLS=rc_gdr,ud_verbs:aux,self,cuda_copy UCX_LOG_LEVEL=info \
-        with_emulated_gpu "$B/test/apps/uct_gpu" ucp > "$LOG/cuda_copy.out" 2>&1
-    local rc=$?
-    grep -Ev 'UCX  INFO' "$LOG/cuda_copy.out"
-    [ "$rc" = 0 ] && grep -q '^2 passed, 0 failed$' "$LOG/cuda_copy.out" &&
-        grep -Eq 'rc_gdr: rxe[01]:1 closed: [1-9][0-9]* work requests' \
-            "$LOG/cuda_copy.out"
-}
-
-# No mechanism left (DMA-BUF only, which rxe refuses): a bounce
-# registration, which succeeds without any NIC registration.
-test_gpu_bounce_registration() {
-    local out
-    out=$(UCX_RC_GDR_REG_METHODS=dmabuf with_emulated_gpu \
-          "$B/test/apps/uct_gpu" lanes rxe0:1 2>&1); echo "$out"
-    echo "$out" | grep -q 'peermem 0 dmabuf 0 bounce 1' &&
-        UCX_RC_GDR_REG_METHODS=dmabuf with_emulated_gpu \
-            "$B/test/apps/uct_gpu" estimate rxe0:1 bounce &&
-        with_emulated_gpu "$B/test/apps/uct_gpu" estimate rxe0:1 gdr
-}
-
-# am_zcopy from GPU memory on the GDR lane (a NIC key) and on the bounce
-# lane (none: the send stages the bytes), byte-exact.
-test_gpu_am_zcopy() {
-    local out rc
-    with_emulated_gpu "$B/test/apps/uct_gpu" am rxe0:1 rxe1:1 || return 1
-    out=$(UCX_RC_GDR_REG_METHODS=dmabuf with_emulated_gpu \
-          "$B/test/apps/uct_gpu" am rxe0:1 rxe1:1 2>&1); rc=$?
-    echo "$out"
-    [ "$rc" = 0 ] && echo "$out" | grep -q 'bounce 1'
-}
-
-# Flush by RDMA READ: a GPU that does not order incoming writes (attribute
-# NONE) gets one read per flush, one that does (OWNER) none; "always" reads
-# for host memory too, "never" never; a peer that dies while the read is
-# outstanding ends the flush with an error.
-test_flush_gpu_ordering_none() {
-    RC_GDR_FAKE_CUDA_WRITES_ORDERING=0 with_emulated_gpu \
-        "$B/test/apps/uct_gpu" flush rxe0:1 rxe1:1 1
-}
-
-test_flush_gpu_ordering_owner() {
-    RC_GDR_FAKE_CUDA_WRITES_ORDERING=100 with_emulated_gpu \
-        "$B/test/apps/uct_gpu" flush rxe0:1 rxe1:1 0
-}
-
-test_flush_gpu_never() {
-    UCX_RC_GDR_FLUSH=never RC_GDR_FAKE_CUDA_WRITES_ORDERING=0 \
-        with_emulated_gpu "$B/test/apps/uct_gpu" flush rxe0:1 rxe1:1 0
-}
-
+# Flush by RDMA READ (the GPU cases: suite gpu_flush): "always" reads for
+# host memory too; a peer that dies while the read is outstanding ends the
+# flush with an error.
 test_flush_counts() {
     test_uct_flush counts rxe0:1 rxe1:1
 }
@@ -428,25 +341,6 @@ test_callback_destroy() {
         "$B/test/apps/uct_callback_destroy" bounce-death rxe0:1 rxe1:1
 }
 
-# One direction on the GDR lane, the other bounced: the target's policy
-# travels in its rkey (NO_READ / NO_WRITE), and peers bounce accordingly,
-# the flush read still reaching GPUs that need it.
-# (NIC_READS_GPU=no on a GPU that needs the flush read would bounce writes
-# too: the read is what the NIC may not do. An ordering GPU keeps one
-# direction on GDR; the last case is the other.)
-test_one_direction() {
-    RC_GDR_FAKE_CUDA_WRITES_ORDERING=100 UCX_RC_GDR_NIC_READS_GPU=no \
-        with_emulated_gpu "$B/test/apps/uct_gpu" uct rxe0:1 rxe1:1 &&
-    UCX_RC_GDR_NIC_WRITES_GPU=no with_emulated_gpu \
-        "$B/test/apps/uct_gpu" uct rxe0:1 rxe1:1 &&
-    RC_GDR_FAKE_CUDA_WRITES_ORDERING=100 UCX_RC_GDR_NIC_READS_GPU=no \
-        UCX_TLS=rc_gdr,ud_verbs:aux,self \
-        with_emulated_gpu "$B/test/apps/uct_gpu" ucp &&
-    UCX_RC_GDR_NIC_READS_GPU=no UCX_RC_GDR_FLUSH=always \
-        UCX_TLS=rc_gdr,ud_verbs:aux,self \
-        with_emulated_gpu "$B/test/apps/uct_gpu" ucp
-}
-
 # Open MPI moving "GPU" buffers: point-to-point and one-sided, over the GDR
 # lane (peermem) and over the bounce lane, which must show staged bytes.
 test_mpi_gpu() {
@@ -470,22 +364,13 @@ test_mpi_gpu_bounce() {
             "$LOG/mpi_gpu.out"
 }
 
-# Requiring GDR where no mechanism works: opening fails, naming the check.
-test_gpu_require_refused() {
-    local out rc
-    out=$(UCX_RC_GDR_REG_METHODS=dmabuf UCX_RC_GDR_REQUIRE=gdr \
-          with_emulated_gpu "$B/test/apps/uct_gpu" lanes rxe0:1 2>&1); rc=$?
-    echo "$out"
-    [ "$rc" != 0 ] && echo "$out" | grep -q 'registration.mechanism'
-}
-
 run_test ucx_info_lists_rc_gdr_on_rxe_ports test_ucx_info_devices
 run_test ucx_info_shows_rc_gdr_config      test_ucx_info_config
 run_test uct_data_all_ops_byte_exact       test_uct_verify data rxe0:1 rxe1:1
 run_test uct_corrupt_addresses_refused     test_uct_verify bad-address rxe0:1
 run_test uct_pending_before_connect_sent   test_uct_verify pending-connect rxe0:1 rxe1:1
 run_test uct_fork_children_leave_registrations test_uct_verify fork rxe0:1 rxe1:1
-run_test uct_contract_regressions         test_uct_contract rxe0:1 rxe1:1
+run_suite -- 'contract.*:contract_keep.*'
 run_suite -- 'release.*'
 run_test uct_peer_killed_reported_in_10s   test_peer_death 10
 run_test uct_peer_killed_configured_bound  test_peer_death_configured
@@ -508,26 +393,22 @@ run_test perftest_ucp_get           perftest_ucp -t ucp_get -s 65536 -n 100
 run_test perftest_ucp_stream_bw     perftest_ucp -t stream_bw -s 65536 -n 100
 run_test mpi_2ranks_p2p_and_rma_verified test_mpi
 run_test mpi_2ranks_thread_multiple_verified test_mpi_threads
-run_test md_memory_types_host_only_without_cuda test_memtypes_host
-run_test md_memory_types_cuda_with_cuda_driver  test_memtypes_cuda
+# uct_md_query: host memory only without a CUDA driver, cuda with one (the
+# driver is found once per process)
+run_suite env RC_GDR_CUDA_LIBRARY=/nonexistent/libcuda.so.1 -- \
+    'memtypes.host_only_without_cuda_driver'
+run_suite with_emulated_gpu -- 'memtypes.cuda_with_cuda_driver'
 run_test gpu_emulated_info_dmabuf_refused_peermem_proven test_gpu_info
-run_test gpu_emulated_uct_put_get_and_reuse     test_gpu_uct
-run_test gpu_emulated_ucp_put_get               test_gpu_ucp
-if ! selected gpu_emulated_ucp_beside_cuda_copy; then
-    :
-elif has_cuda_copy > /dev/null; then
-    run_test gpu_emulated_ucp_beside_cuda_copy  test_gpu_ucp_cuda_copy
-else
-    echo "SKIP gpu_emulated_ucp_beside_cuda_copy: this UCX has no cuda_copy" \
-         "(a CUDA build of UCX has)"
-    SKIPPED=$((SKIPPED + 1))
-fi
-run_test gpu_emulated_bounce_registration       test_gpu_bounce_registration
-run_test gpu_emulated_am_zcopy_either_lane      test_gpu_am_zcopy
-run_test gpu_emulated_require_gdr_names_check   test_gpu_require_refused
-run_test flush_read_once_for_gpu_ordering_none  test_flush_gpu_ordering_none
-run_test flush_no_read_for_gpu_ordering_owner   test_flush_gpu_ordering_owner
-run_test flush_never_means_no_read              test_flush_gpu_never
+# "GPU" memory through UCT and UCP; the lanes rc_gdr's knobs force
+run_suite with_emulated_gpu -- \
+    'gpu.*:gpu_emulated.gdr_lane_by_peermem:gpu_emulated.ucp_put_get_beside_cuda_copy:gpu_lanes.*'
+# Flush by RDMA READ: a GPU that does not order incoming writes (attribute
+# NONE) gets one read per flush, one that does (OWNER) none, "never" never;
+# the stand-in reads the attribute when it loads
+run_suite with_emulated_gpu env RC_GDR_FAKE_CUDA_WRITES_ORDERING=0 -- \
+    'gpu_flush.read_once_for_ordering_none:gpu_flush.never_means_no_read'
+run_suite with_emulated_gpu env RC_GDR_FAKE_CUDA_WRITES_ORDERING=100 -- \
+    'gpu_flush.no_read_for_ordering_owner'
 run_test flush_always_and_counts_host_memory    test_flush_counts
 run_test flush_read_peer_killed_reports_error   test_flush_peer_death
 run_test bounce_uct_put_get_gpu_either_side     test_bounce uct rxe0:1 rxe1:1
@@ -536,7 +417,12 @@ run_test bounce_ucp_put_get_gpu                 test_bounce_ucp
 run_test bounce_when_policy_turns_gdr_off       test_bounce_direction_policy
 run_test bounce_malicious_peer_refused_counted  test_bounce_attacker
 run_test uct_callback_destroys_endpoint        test_callback_destroy
-run_test gdr_one_direction_bounce_the_other     test_one_direction
+# One direction on the GDR lane, the other bounced (an ordering GPU keeps
+# one direction on GDR with NIC_READS_GPU=no)
+run_suite with_emulated_gpu env RC_GDR_FAKE_CUDA_WRITES_ORDERING=100 -- \
+    'gpu_emulated.*_on_ordering_gpu'
+run_suite with_emulated_gpu -- \
+    'gpu_emulated.uct_nic_writes_gpu_off:gpu_emulated.ucp_nic_reads_gpu_off_flush_always'
 run_test mpi_2ranks_gpu_buffers_gdr_lane        test_mpi_gpu_gdr
 run_test mpi_2ranks_gpu_buffers_bounce_lane     test_mpi_gpu_bounce
 
