@@ -75,8 +75,10 @@ run_suite() {
             fi
             PASSED=$((PASSED + 1))
         elif grep -qF "[  SKIPPED ] $name (" "$log"; then
-            echo "SKIP $name: $(sed -n "/^\[ RUN      \] $name\$/,/^\[  SKIPPED \]/p" \
-                                 "$log" | sed -n '3p')"
+            echo "SKIP $name: $(awk -v t="$name" '
+                $0 == "[ RUN      ] " t { on = 1 }
+                on && why { print; exit }
+                on && /: Skipped$/ { why = 1 }' "$log")"
             SKIPPED=$((SKIPPED + 1))
         else
             echo "FAIL $name"
