@@ -3,7 +3,8 @@
 # bench-flush.sh: what the flush-by-RDMA-READ costs. In one soft-RoCE guest
 # run, put + flush with the read (UCX_RC_GDR_FLUSH=always) against put +
 # plain flush (never), at 8 B and 64 KiB, medians of interleaved
-# iterations, printed as a table by build/test/apps/uct_flush.
+# iterations, printed as a table by build/contrib/bench/flush_bench
+# (contrib/bench/flush_bench.c).
 #
 # Usage: contrib/bench-flush.sh [ITERATIONS (51)]
 # Under qemu TCG the absolute times are an emulator's: read the difference.
@@ -21,4 +22,4 @@ fi
 
 . contrib/env.sh build
 echo "== flush read cost, soft-RoCE (rxe0 -> rxe1), $ITERS iterations"
-build/test/apps/uct_flush bench rxe0:1 rxe1:1 "$ITERS"
+build/contrib/bench/flush_bench rxe0:1 rxe1:1 "$ITERS"

@@ -142,22 +142,6 @@ test_peer_death_am_stalled() {
         test_uct_verify peer-death-am rxe1:1 rxe0:1 8
 }
 
-# Interface events: event fd and arm at UCT level (woken by a message and by
-# a completion, BUSY until progress took them), then UCP's blocking progress
-# (ucp_worker_wait) with the data on rc_gdr.
-test_events() {
-    timeout 200 "$B/test/apps/uct_event" uct rxe0:1 rxe1:1 \
-        > "$LOG/event.out" 2>&1 &&
-    UCX_TLS=rc_gdr,ud_verbs:aux,self UCX_LOG_LEVEL=info \
-        timeout 200 "$B/test/apps/uct_event" ucp >> "$LOG/event.out" 2>&1
-    local rc=$?
-    grep -Ev '^PASS|UCX  INFO' "$LOG/event.out"
-    [ "$rc" = 0 ] &&
-        [ "$(grep -c '^[0-9]* passed, 0 failed$' "$LOG/event.out")" = 2 ] &&
-        grep -Eq 'rc_gdr: rxe[01]:1 closed: [1-9][0-9]* work requests' \
-            "$LOG/event.out"
-}
-
 # ucx_perftest at UCT level. Up to 1.21 the server takes -x/-d from the
 # client; 1.22 wants its own (older releases accept and override them).
 perftest_uct() {
@@ -278,24 +262,6 @@ test_gpu_info() {
         with_emulated_gpu rc_gdr_info --json --require-gdr > /dev/null
 }
 
-# Flush by RDMA READ (the GPU cases: suite gpu_flush): "always" reads for
-# host memory too; a peer that dies while the read is outstanding ends the
-# flush with an error.
-test_flush_counts() {
-    test_uct_flush counts rxe0:1 rxe1:1
-}
-
-test_flush_peer_death() {
-    test_uct_flush peer-death rxe0:1 rxe1:1 3
-}
-
-test_uct_flush() {
-    timeout 300 "$B/test/apps/uct_flush" "$@" > "$LOG/flush.out" 2>&1
-    local rc=$?
-    grep -v '^PASS' "$LOG/flush.out"
-    [ "$rc" = 0 ] && grep -q '^[0-9]* passed, 0 failed$' "$LOG/flush.out"
-}
-
 # The bounce lane: no mechanism (rxe refuses DMA-BUF and peermem is not
 # allowed), so GPU memory moves through pinned staging and, at a keyless
 # target, through messages the target copies in.
@@ -384,7 +350,7 @@ run_test uct_peer_killed_reported_in_10s   test_peer_death 10
 run_test uct_peer_killed_configured_bound  test_peer_death_configured
 run_test uct_peer_killed_retries_forever_stall_reported test_peer_death_stalled
 run_test uct_peer_killed_am_retries_forever_stall_reported test_peer_death_am_stalled
-run_test uct_ucp_events_fd_arm_and_wait    test_events
+run_suite -- 'event.*:event_ucp.*'
 run_test perftest_uct_put_bw_zcopy  perftest_uct -t put_bw -D zcopy -s 65536 -n 200
 run_test perftest_uct_put_bw_bcopy  perftest_uct -t put_bw -D bcopy -s 8192 -n 200
 run_test perftest_uct_get_zcopy     perftest_uct -t get -D zcopy -s 65536 -n 200
@@ -417,8 +383,7 @@ run_suite with_emulated_gpu env RC_GDR_FAKE_CUDA_WRITES_ORDERING=0 -- \
     'gpu_flush.read_once_for_ordering_none:gpu_flush.never_means_no_read'
 run_suite with_emulated_gpu env RC_GDR_FAKE_CUDA_WRITES_ORDERING=100 -- \
     'gpu_flush.no_read_for_ordering_owner'
-run_test flush_always_and_counts_host_memory    test_flush_counts
-run_test flush_read_peer_killed_reports_error   test_flush_peer_death
+run_suite -- 'flush.*'
 run_test bounce_uct_put_get_gpu_either_side     test_bounce uct rxe0:1 rxe1:1
 run_test bounce_peer_killed_buffers_returned    test_bounce_peer_death
 run_test bounce_ucp_put_get_gpu                 test_bounce_ucp

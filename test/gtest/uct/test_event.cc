@@ -1,0 +1,855 @@
+/*
+ * Interface events of rc_gdr through the public UCT API, and UCP's blocking
+ * progress on top of them:
+ *
+ *   event      event fd and arm: quiet while nothing happens, woken by an
+ *              active message (RECV, RECV_SIG for signaled ones) and by a
+ *              put's completion (SEND_COMP), BUSY until progress took what
+ *              woke it, BUSY for a completion that came before the arm and
+ *              for a request that became dispatchable
+ *   event_ucp  ucp_worker_get_efd / arm / wait: a worker blocked in
+ *              ucp_worker_wait wakes for a tag message, with the data on
+ *              rc_gdr (UCX_TLS=rc_gdr,ud_verbs:aux,self)
+ *
+ * Every wait is bounded.
+ *
+ * See file LICENSE for terms.
+ */
+
+#include "uct_rc_gdr_test.h"
+
+#include <ucp/api/ucp.h>
+#include <ucs/config/global_opts.h>
+#include <ucs/debug/log_def.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <regex.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+
+#define EVENT_AM_ID          5
+#define EVENT_BUF_SIZE       4096
+#define EVENT_WAKE_TIMEOUT_S 10.0  /* an event must arrive within this */
+#define EVENT_QUIET_S        1.0   /* and none while nothing happens */
+#define EVENT_BUSY_TRIES     3
+
+
+/* 1 when fd is readable within timeout_s, 0 when not; *elapsed_p seconds */
+static int event_fd_wait(int fd, double timeout_s, double *elapsed_p)
+{
+    struct pollfd pfd;
+    double start = uct_test_now();
+    int ret;
+
+    pfd.fd      = fd;
+    pfd.events  = POLLIN;
+    pfd.revents = 0;
+    do {
+        ret = poll(&pfd, 1, (int)(timeout_s * 1000));
+    } while ((ret < 0) && (errno == EINTR));
+
+    if (elapsed_p != NULL) {
+        *elapsed_p = uct_test_now() - start;
+    }
+    return ret > 0;
+}
+
+
+/*
+ * Two nodes with an active message handler that counts what arrived (and
+ * remembers its header), opened in SetUp. A test connects them with
+ * event_connect(): one queues a request before.
+ */
+class event : public uct_rc_gdr_test {
+protected:
+    void SetUp() override;
+    void TearDown() override;
+
+    /* Connects a and b, unpacks b's key at a, and gets the event fds */
+    void event_connect();
+
+    static ucs_status_t am_handler(void *arg, void *data, size_t length,
+                                   unsigned flags);
+
+    /* UCT's idiom: progress until nothing is left, arm, again while BUSY */
+    ucs_status_t arm_until_ok(uct_test_node_t *node, unsigned events);
+
+    /* Progresses node until *counter reaches target, bounded */
+    bool progress_until(uct_test_node_t *node, volatile int *counter,
+                        int target);
+
+    /* EVENT_BUSY_TRIES arms without progress: each must answer BUSY */
+    bool arm_stays_busy(uct_test_node_t *node, unsigned events,
+                        ucs_status_t *last_p);
+
+    /* An active message from a, posted without progressing b */
+    ucs_status_t send_am(uint64_t hdr);
+
+    volatile int m_am_count = 0;
+    uint64_t m_am_hdr       = 0;
+    int m_fd_a              = -1;
+    int m_fd_b              = -1;
+    uct_rkey_bundle_t m_rkey = {};       /* b's buffer, unpacked at a */
+    bool m_rkey_unpacked    = false;
+};
+
+
+void event::SetUp()
+{
+    ucs_status_t status;
+    int i;
+
+    uct_rc_gdr_test::SetUp();
+    if (IsSkipped()) {
+        return;
+    }
+
+    a        = node_open(dev_a(), EVENT_BUF_SIZE);
+    b        = node_open(dev_b(), EVENT_BUF_SIZE);
+    nodes[0] = a;
+    nodes[1] = b;
+    for (i = 0; i < 2; ++i) {
+        status = uct_iface_set_am_handler(nodes[i]->iface, EVENT_AM_ID,
+                                          am_handler, this, 0);
+        if (status != UCS_OK) {
+            uct_test_die("uct_iface_set_am_handler", status);
+        }
+    }
+}
+
+void event::TearDown()
+{
+    if (m_rkey_unpacked) {
+        uct_rkey_release(a->component, &m_rkey);
+        m_rkey_unpacked = false;
+    }
+    uct_rc_gdr_test::TearDown();
+}
+
+ucs_status_t event::am_handler(void *arg, void *data, size_t length,
+                               unsigned flags)
+{
+    event *self = (event*)arg;
+
+    if (length >= sizeof(self->m_am_hdr)) {
+        memcpy(&self->m_am_hdr, data, sizeof(self->m_am_hdr));
+    }
+    ++self->m_am_count;
+    return UCS_OK;
+}
+
+void event::event_connect()
+{
+    ucs_status_t status;
+
+    uct_test_node_wire(a, &wa);
+    uct_test_node_wire(b, &wb);
+    uct_test_node_connect(a, &wb);
+    uct_test_node_connect(b, &wa);
+
+    status = uct_rkey_unpack(a->component, wb.rkey, &m_rkey);
+    if (status != UCS_OK) {
+        uct_test_die("uct_rkey_unpack", status);
+    }
+    m_rkey_unpacked = true;
+
+    status = uct_iface_event_fd_get(a->iface, &m_fd_a);
+    if (status == UCS_OK) {
+        status = uct_iface_event_fd_get(b->iface, &m_fd_b);
+    }
+    if (status != UCS_OK) {
+        uct_test_die("uct_iface_event_fd_get", status);
+    }
+}
+
+ucs_status_t event::arm_until_ok(uct_test_node_t *node, unsigned events)
+{
+    double deadline = uct_test_now() + uct_test_timeout_s;
+    ucs_status_t status;
+    unsigned count;
+
+    do {
+        count  = uct_worker_progress(node->worker);
+        status = uct_iface_event_arm(node->iface, events);
+    } while (((status == UCS_ERR_BUSY) || (count != 0)) &&
+             (uct_test_now() < deadline));
+    return status;
+}
+
+bool event::progress_until(uct_test_node_t *node, volatile int *counter,
+                           int target)
+{
+    double deadline = uct_test_now() + uct_test_timeout_s;
+
+    while ((*counter < target) && (uct_test_now() < deadline)) {
+        uct_worker_progress(node->worker);
+    }
+    return *counter >= target;
+}
+
+bool event::arm_stays_busy(uct_test_node_t *node, unsigned events,
+                           ucs_status_t *last_p)
+{
+    int i;
+
+    for (i = 0; i < EVENT_BUSY_TRIES; ++i) {
+        *last_p = uct_iface_event_arm(node->iface, events);
+        if (*last_p != UCS_ERR_BUSY) {
+            return false;
+        }
+    }
+    return true;
+}
+
+ucs_status_t event::send_am(uint64_t hdr)
+{
+    uct_test_node_t *nodes_a[1] = {a};
+
+    return UCT_TEST_RETRY(nodes_a, 1, uct_ep_am_short(a->ep, EVENT_AM_ID, hdr,
+                                                      NULL, 0));
+}
+
+
+TEST_F(event, flags_and_fd_advertised)
+{
+    const uint64_t flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
+                           UCT_IFACE_FLAG_EVENT_RECV |
+                           UCT_IFACE_FLAG_EVENT_RECV_SIG |
+                           UCT_IFACE_FLAG_EVENT_FD;
+    int fd_a, fd_b;
+    ucs_status_t status;
+
+    UCT_TEST_EXPECT((a->iface_attr.cap.event_flags & flags) == flags,
+                    "event flags SEND_COMP|RECV|RECV_SIG|FD advertised (0x%"
+                    PRIx64 ")", (uint64_t)a->iface_attr.cap.event_flags);
+
+    status = uct_iface_event_fd_get(a->iface, &fd_a);
+    if (status == UCS_OK) {
+        status = uct_iface_event_fd_get(b->iface, &fd_b);
+    }
+    ASSERT_EQ(UCS_OK, status) << "event fd of each interface: "
+                              << ucs_status_string(status);
+
+    UCT_TEST_EXPECT((fcntl(fd_b, F_GETFL) & O_NONBLOCK) &&
+                    !event_fd_wait(fd_b, 0, NULL),
+                    "event fd non-blocking, not readable before any arm");
+}
+
+
+typedef struct {
+    uct_pending_req_t req;
+    uct_ep_h          ep;
+    volatile int      done;
+} event_pending_am_t;
+
+static ucs_status_t event_pending_am_send(uct_pending_req_t *self)
+{
+    event_pending_am_t *p = ucs_container_of(self, event_pending_am_t, req);
+    ucs_status_t status   = uct_ep_am_short(p->ep, EVENT_AM_ID, 0x9e9d, NULL,
+                                            0);
+
+    p->done = (status == UCS_OK);
+    return status;
+}
+
+/* A request queued before the connection becomes dispatchable with no
+ * completion: arm must send the caller to progress first */
+TEST_F(event, arm_busy_while_pending_request_can_go)
+{
+    event_pending_am_t pending;
+    ucs_status_t status;
+    bool ok;
+
+    pending.ep       = a->ep;
+    pending.req.func = event_pending_am_send;
+    pending.done     = 0;
+    status           = uct_ep_pending_add(a->ep, &pending.req, 0);
+    ASSERT_EQ(UCS_OK, status) << "uct_ep_pending_add before connecting: "
+                              << ucs_status_string(status);
+    event_connect();
+
+    status = uct_iface_event_arm(a->iface, UCT_EVENT_SEND_COMP);
+    UCT_TEST_EXPECT(status == UCS_ERR_BUSY,
+                    "arm BUSY while a pending request can go (%s)",
+                    ucs_status_string(status));
+    m_am_count = 0;
+    ok         = progress_until(a, &pending.done, 1) &&
+                 progress_until(b, &m_am_count, 1);
+    UCT_TEST_EXPECT(ok, "progress sent the pending request (sent %d, arrived "
+                    "%d)", pending.done, m_am_count);
+    if (!pending.done) {
+        /* the request lives on this stack: take it back before it goes */
+        uct_ep_pending_purge(a->ep, NULL, NULL);
+    }
+}
+
+TEST_F(event, recv_quiet_without_messages)
+{
+    uct_test_node_t *nodes_a[1] = {a};
+    uct_test_comp_t comp;
+    ucs_status_t status;
+    uct_iov_t iov;
+
+    event_connect();
+    status = arm_until_ok(b, UCT_EVENT_RECV);
+    UCT_TEST_EXPECT(status == UCS_OK, "arm RECV once idle (%s)",
+                    ucs_status_string(status));
+    UCT_TEST_EXPECT(!event_fd_wait(m_fd_b, EVENT_QUIET_S, NULL),
+                    "no event while nothing is sent (%.1f s)", EVENT_QUIET_S);
+
+    /* an RDMA write is no receive at its target */
+    uct_test_comp_init(&comp);
+    uct_test_iov_init(&iov, a->buf, 64, a->memh);
+    status = UCT_TEST_RETRY(nodes_a, 1,
+                            uct_ep_put_zcopy(a->ep, &iov, 1, wb.buf,
+                                             m_rkey.rkey, &comp.comp));
+    status = uct_test_comp_wait(nodes_a, 1, status, &comp);
+    UCT_TEST_EXPECT((status == UCS_OK) &&
+                    !event_fd_wait(m_fd_b, EVENT_QUIET_S / 2, NULL),
+                    "a put raises no receive event at its target (%s)",
+                    ucs_status_string(status));
+}
+
+TEST_F(event, recv_woken_by_message_busy_until_progress)
+{
+    uct_test_node_t *nodes_a[1] = {a};
+    uct_test_comp_t comp;
+    ucs_status_t status;
+    double elapsed;
+    uct_iov_t iov;
+    int count;
+    bool ok;
+
+    event_connect();
+    status = arm_until_ok(b, UCT_EVENT_RECV);
+    ASSERT_EQ(UCS_OK, status) << "arm RECV once idle: "
+                              << ucs_status_string(status);
+
+    count  = m_am_count;
+    status = send_am(0xa1);
+    ok     = event_fd_wait(m_fd_b, EVENT_WAKE_TIMEOUT_S, &elapsed);
+    UCT_TEST_EXPECT((status == UCS_OK) && ok,
+                    "an active message wakes the receiver's fd (%.3f s)",
+                    elapsed);
+    ok = arm_stays_busy(b, UCT_EVENT_RECV, &status);
+    UCT_TEST_EXPECT(ok && (m_am_count == count),
+                    "arm BUSY until progress took the message (%d tries, "
+                    "last %s)", EVENT_BUSY_TRIES, ucs_status_string(status));
+    ok = progress_until(b, &m_am_count, count + 1);
+    UCT_TEST_EXPECT(ok && (m_am_count == count + 1) && (m_am_hdr == 0xa1),
+                    "progress ran the handler once (%d messages, header 0x%"
+                    PRIx64 ")", m_am_count - count, m_am_hdr);
+    status = arm_until_ok(b, UCT_EVENT_RECV);
+    UCT_TEST_EXPECT(status == UCS_OK, "arm RECV again (%s)",
+                    ucs_status_string(status));
+
+    /* A message that arrives while the queue is not armed (the event of
+     * the last arm was taken) and before the next arm: no event announces
+     * it, the arm must find it (else the receiver sleeps on it). */
+    count  = m_am_count;
+    status = send_am(0xa2);
+    ok     = event_fd_wait(m_fd_b, EVENT_WAKE_TIMEOUT_S, NULL) &&
+             (uct_iface_event_arm(b->iface, UCT_EVENT_RECV) ==
+              UCS_ERR_BUSY) &&
+             progress_until(b, &m_am_count, count + 1);
+    UCT_TEST_EXPECT((status == UCS_OK) && ok,
+                    "second message: woken, BUSY, delivered");
+
+    count = m_am_count;
+    uct_test_comp_init(&comp);
+    uct_test_iov_init(&iov, a->buf, 8, a->memh);
+    *(uint64_t*)a->buf = 0xa3;
+    status = UCT_TEST_RETRY(nodes_a, 1,
+                            uct_ep_am_zcopy(a->ep, EVENT_AM_ID, NULL, 0, &iov,
+                                            1, 0, &comp.comp));
+    /* delivered at the target once the sender's completion is there */
+    status = uct_test_comp_wait(nodes_a, 1, status, &comp);
+    usleep(200000);
+    status = (status == UCS_OK) ?
+             uct_iface_event_arm(b->iface, UCT_EVENT_RECV) : status;
+    UCT_TEST_EXPECT((status == UCS_ERR_BUSY) && (m_am_count == count),
+                    "arm BUSY for a message that came before it (%s)",
+                    ucs_status_string(status));
+    ok = progress_until(b, &m_am_count, count + 1);
+    UCT_TEST_EXPECT(ok && (m_am_hdr == 0xa3),
+                    "that message is delivered by progress (header 0x%"
+                    PRIx64 ")", m_am_hdr);
+}
+
+static size_t event_pack_hdr(void *dest, void *arg)
+{
+    memcpy(dest, arg, sizeof(uint64_t));
+    return sizeof(uint64_t);
+}
+
+/* UCT_EVENT_RECV_SIG: only signaled messages wake */
+TEST_F(event, recv_sig_woken_only_by_signaled_message)
+{
+    uct_test_node_t *nodes_a[1] = {a};
+    uint64_t hdr = 0xb2;
+    ucs_status_t status;
+    ssize_t packed;
+    double elapsed;
+    int count;
+    bool ok;
+
+    /* A queue armed for every message stays so until a completion fires
+     * it (verbs cannot take an arm back), so one message goes first,
+     * whatever it wakes. */
+    event_connect();
+    count  = m_am_count;
+    status = arm_until_ok(b, UCT_EVENT_RECV_SIG);
+    if (status == UCS_OK) {
+        status = send_am(0xb0);
+    }
+    event_fd_wait(m_fd_b, EVENT_QUIET_S, NULL);
+    ok = progress_until(b, &m_am_count, count + 1);
+    UCT_TEST_EXPECT((status == UCS_OK) && ok,
+                    "a message clears what earlier arms left (%s)",
+                    ucs_status_string(status));
+
+    status = arm_until_ok(b, UCT_EVENT_RECV_SIG);
+    UCT_TEST_EXPECT(status == UCS_OK, "arm RECV_SIG once idle (%s)",
+                    ucs_status_string(status));
+    count  = m_am_count;
+    status = send_am(0xb1);
+    UCT_TEST_EXPECT((status == UCS_OK) &&
+                    !event_fd_wait(m_fd_b, EVENT_QUIET_S, NULL),
+                    "an unsignaled message does not wake RECV_SIG (%s)",
+                    ucs_status_string(status));
+    ok     = progress_until(b, &m_am_count, count + 1);
+    status = arm_until_ok(b, UCT_EVENT_RECV_SIG);
+    UCT_TEST_EXPECT(ok && (status == UCS_OK),
+                    "it is delivered by progress, arm again (%s)",
+                    ucs_status_string(status));
+    packed = UCT_TEST_RETRY(nodes_a, 1,
+                            uct_ep_am_bcopy(a->ep, EVENT_AM_ID, event_pack_hdr,
+                                            &hdr, UCT_SEND_FLAG_SIGNALED));
+    ok     = event_fd_wait(m_fd_b, EVENT_WAKE_TIMEOUT_S, &elapsed);
+    UCT_TEST_EXPECT((packed == sizeof(uint64_t)) && ok,
+                    "a message sent with UCT_SEND_FLAG_SIGNALED wakes it "
+                    "(%.3f s)", elapsed);
+    ok = progress_until(b, &m_am_count, count + 2);
+    UCT_TEST_EXPECT(ok && (m_am_hdr == 0xb2), "and is delivered by progress "
+                    "(header 0x%" PRIx64 ")", m_am_hdr);
+}
+
+/* UCT_EVENT_SEND_COMP; then both sides flushed, and the interfaces closed
+ * with events got but not yet acked */
+TEST_F(event, send_comp_woken_by_put_completion)
+{
+    uct_test_node_t *nodes_a[1] = {a};
+    uct_test_comp_t comp;
+    ucs_status_t status;
+    double elapsed;
+    uct_iov_t iov;
+    bool ok;
+
+    event_connect();
+    status = arm_until_ok(a, UCT_EVENT_SEND_COMP);
+    UCT_TEST_EXPECT(status == UCS_OK, "arm SEND_COMP once idle (%s)",
+                    ucs_status_string(status));
+    UCT_TEST_EXPECT(!event_fd_wait(m_fd_a, EVENT_QUIET_S, NULL),
+                    "no event while nothing is sent (%.1f s)", EVENT_QUIET_S);
+
+    uct_test_fill(a->buf, EVENT_BUF_SIZE, 77);
+    memset(b->buf, 0, EVENT_BUF_SIZE);
+    uct_test_comp_init(&comp);
+    uct_test_iov_init(&iov, a->buf, EVENT_BUF_SIZE, a->memh);
+    status = uct_ep_put_zcopy(a->ep, &iov, 1, wb.buf, m_rkey.rkey,
+                              &comp.comp);
+    ok     = event_fd_wait(m_fd_a, EVENT_WAKE_TIMEOUT_S, &elapsed);
+    UCT_TEST_EXPECT((status == UCS_INPROGRESS) && ok,
+                    "put_zcopy's completion wakes the sender's fd (%s, "
+                    "%.3f s)", ucs_status_string(status), elapsed);
+    ok = arm_stays_busy(a, UCT_EVENT_SEND_COMP, &status);
+    UCT_TEST_EXPECT(ok && (comp.comp.count == 1),
+                    "arm BUSY until progress took the completion (%d tries, "
+                    "last %s)", EVENT_BUSY_TRIES, ucs_status_string(status));
+    status = uct_test_comp_wait(nodes_a, 1, UCS_INPROGRESS, &comp);
+    UCT_TEST_EXPECT((status == UCS_OK) &&
+                    !memcmp(a->buf, b->buf, EVENT_BUF_SIZE),
+                    "progress completes the put, data in place (%s)",
+                    ucs_status_string(status));
+    status = arm_until_ok(a, UCT_EVENT_SEND_COMP);
+    UCT_TEST_EXPECT(status == UCS_OK, "arm SEND_COMP again (%s)",
+                    ucs_status_string(status));
+
+    status = uct_test_ep_flush(nodes, 2, a->ep);
+    UCT_TEST_EXPECT(status == UCS_OK, "flush (%s)",
+                    ucs_status_string(status));
+
+    uct_rkey_release(a->component, &m_rkey);
+    m_rkey_unpacked = false;
+    node_close(a);
+    node_close(b);
+}
+
+
+/* ------------------------------------------------------------- UCP -- */
+
+/*
+ * The ucs log while it lives, at INFO and above: what the module says when
+ * its interfaces close. Here, not test_log.h: that header's static state
+ * would differ between translation units of one binary.
+ */
+class event_log_capture {
+public:
+    event_log_capture()
+    {
+        m_level = ucs_global_opts.log_component.log_level;
+        ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_INFO;
+        s_lines.clear();
+        ucs_log_push_handler(handler);
+    }
+
+    ~event_log_capture()
+    {
+        ucs_log_pop_handler();
+        ucs_global_opts.log_component.log_level = m_level;
+    }
+
+    /* The captured lines that match the extended regex */
+    static std::vector<std::string> grep(const char *pattern)
+    {
+        std::vector<std::string> found;
+        regex_t re;
+
+        if (regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) != 0) {
+            return found;
+        }
+        for (const std::string &line : s_lines) {
+            if (regexec(&re, line.c_str(), 0, NULL, 0) == 0) {
+                found.push_back(line);
+            }
+        }
+        regfree(&re);
+        return found;
+    }
+
+private:
+    static ucs_log_func_rc_t
+    handler(const char *file, unsigned line, const char *function,
+            ucs_log_level_t level, const ucs_log_component_config_t *comp,
+            const char *message, va_list ap)
+    {
+        char buf[1024];
+
+        if (level > UCS_LOG_LEVEL_INFO) {
+            return UCS_LOG_FUNC_RC_STOP;   /* not asked for: not printed */
+        }
+        vsnprintf(buf, sizeof(buf), message, ap);
+        s_lines.push_back(buf);
+        /* warnings and errors are still printed, INFO lines are not */
+        return (level <= UCS_LOG_LEVEL_WARN) ? UCS_LOG_FUNC_RC_CONTINUE :
+                                               UCS_LOG_FUNC_RC_STOP;
+    }
+
+    static std::vector<std::string> s_lines;
+    ucs_log_level_t m_level;
+};
+
+std::vector<std::string> event_log_capture::s_lines;
+
+
+class event_ucp : public uct_rc_gdr_test {
+protected:
+    void SetUp() override;
+    void TearDown() override;
+
+    /* Closes the endpoints, workers and context that are open */
+    void ucp_close();
+
+public:
+    /* The request's status, progressing the workers, bounded */
+    ucs_status_t wait_req(ucp_worker_h *workers, int count, void *req);
+
+protected:
+
+    ucp_context_h m_context   = NULL;
+    ucp_worker_h m_workers[2] = {NULL, NULL};
+    ucp_address_t *m_addr[2]  = {NULL, NULL};
+    size_t m_addr_len[2]      = {0, 0};
+    ucp_ep_h m_eps[2]         = {NULL, NULL};
+};
+
+
+typedef struct {
+    event_ucp    *test;
+    ucp_worker_h worker;
+    ucp_ep_h     ep;
+    double       delay_s;
+    uint64_t     value;
+    ucs_status_t status;
+} event_ucp_sender_t;
+
+
+static void event_ucp_send_cb(void *request, ucs_status_t status,
+                              void *user_data)
+{
+}
+
+static void event_ucp_recv_cb(void *request, ucs_status_t status,
+                              const ucp_tag_recv_info_t *info,
+                              void *user_data)
+{
+}
+
+static void event_ucp_watchdog(int sig)
+{
+    static const char msg[] = "FAIL ucp_worker_wait did not return within "
+                              "the watchdog's time\n";
+
+    if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0) {
+        /* nothing more to do */
+    }
+    _exit(1);
+}
+
+
+void event_ucp::SetUp()
+{
+    uct_rc_gdr_test::SetUp();
+    if (IsSkipped()) {
+        return;
+    }
+
+    /* the data on rc_gdr, wire-up through ud_verbs */
+    env_set("UCX_TLS", "rc_gdr,ud_verbs:aux,self");
+}
+
+void event_ucp::TearDown()
+{
+    ucp_close();
+    uct_rc_gdr_test::TearDown();
+}
+
+void event_ucp::ucp_close()
+{
+    ucp_request_param_t cparam;
+    int i;
+
+    cparam.op_attr_mask = 0;
+    for (i = 0; i < 2; ++i) {
+        if (m_eps[i] != NULL) {
+            wait_req(m_workers, 2, ucp_ep_close_nbx(m_eps[i], &cparam));
+            m_eps[i] = NULL;
+        }
+    }
+    for (i = 0; i < 2; ++i) {
+        if (m_addr[i] != NULL) {
+            ucp_worker_release_address(m_workers[i], m_addr[i]);
+            m_addr[i] = NULL;
+        }
+        if (m_workers[i] != NULL) {
+            ucp_worker_destroy(m_workers[i]);
+            m_workers[i] = NULL;
+        }
+    }
+    if (m_context != NULL) {
+        ucp_cleanup(m_context);
+        m_context = NULL;
+    }
+}
+
+ucs_status_t event_ucp::wait_req(ucp_worker_h *workers, int count, void *req)
+{
+    double deadline = uct_test_now() + uct_test_timeout_s;
+    ucs_status_t status;
+    int i;
+
+    if (!UCS_PTR_IS_PTR(req)) {
+        return UCS_PTR_STATUS(req);
+    }
+
+    while (((status = ucp_request_check_status(req)) == UCS_INPROGRESS) &&
+           (uct_test_now() < deadline)) {
+        for (i = 0; i < count; ++i) {
+            ucp_worker_progress(workers[i]);
+        }
+    }
+    if (status == UCS_INPROGRESS) {
+        return UCS_ERR_TIMED_OUT; /* the request is left behind */
+    }
+    ucp_request_free(req);
+    return status;
+}
+
+static void *event_ucp_sender_thread(void *arg)
+{
+    event_ucp_sender_t *s = (event_ucp_sender_t*)arg;
+    ucp_request_param_t param;
+
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
+    param.cb.send      = event_ucp_send_cb;
+    usleep((useconds_t)(s->delay_s * 1e6));
+    s->status = s->test->wait_req(&s->worker, 1,
+                                  ucp_tag_send_nbx(s->ep, &s->value,
+                                                   sizeof(s->value), 1,
+                                                   &param));
+    return NULL;
+}
+
+/*
+ * ucp_worker_get_efd / arm / wait: a worker blocked in ucp_worker_wait (no
+ * timeout) wakes for a tag message another thread sends after a delay;
+ * the rc_gdr interfaces carried work requests (the module's INFO line when
+ * they close, captured).
+ */
+TEST_F(event_ucp, worker_wait_wakes_for_tag_message)
+{
+    static const char *closed_re =
+            "^rc_gdr: [^ ]+ closed: [1-9][0-9]* work requests";
+    ucp_params_t params;
+    /* serialized, not single: worker 0 is set up here and then used by the
+     * sender thread, and newer UCX asserts a single worker's owner */
+    ucp_worker_params_t wparams;
+    ucp_request_param_t sparam, rparam;
+    event_ucp_sender_t sender;
+    std::vector<std::string> closed;
+    ucs_status_t status, wstatus;
+    uint64_t value, got = 0;
+    double start, elapsed;
+    ucp_config_t *config;
+    pthread_t thread;
+    int efd, i, waits;
+    void *req;
+
+    params.field_mask    = UCP_PARAM_FIELD_FEATURES;
+    params.features      = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+    wparams.field_mask   = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wparams.thread_mode  = UCS_THREAD_MODE_SERIALIZED;
+    sparam.op_attr_mask  = UCP_OP_ATTR_FIELD_CALLBACK;
+    sparam.cb.send       = event_ucp_send_cb;
+    rparam.op_attr_mask  = UCP_OP_ATTR_FIELD_CALLBACK;
+    rparam.cb.recv       = event_ucp_recv_cb;
+    memset(&sender, 0, sizeof(sender));
+    sender.test          = this;
+    sender.delay_s       = 0.5;
+    sender.value         = 0x5e4d;
+
+    {
+        event_log_capture log;
+
+        ASSERT_EQ(UCS_OK, ucp_config_read(NULL, NULL, &config));
+        status = ucp_init(&params, config, &m_context);
+        ucp_config_release(config);
+        ASSERT_EQ(UCS_OK, status) << "ucp_init: "
+                                  << ucs_status_string(status);
+
+        for (i = 0; i < 2; ++i) {
+            status = ucp_worker_create(m_context, &wparams, &m_workers[i]);
+            ASSERT_EQ(UCS_OK, status) << "ucp_worker_create: "
+                                      << ucs_status_string(status);
+            status = ucp_worker_get_address(m_workers[i], &m_addr[i],
+                                            &m_addr_len[i]);
+            ASSERT_EQ(UCS_OK, status) << "ucp_worker_get_address: "
+                                      << ucs_status_string(status);
+        }
+
+        /* WAKEUP needs lanes with events: without them UCP finds no
+         * transport for its active messages */
+        for (i = 0; (i < 2) && (status == UCS_OK); ++i) {
+            ucp_ep_params_t ep_params;
+
+            ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+            ep_params.address    = m_addr[1 - i];
+            status = ucp_ep_create(m_workers[i], &ep_params, &m_eps[i]);
+        }
+        ASSERT_EQ(UCS_OK, status) << "ucp_ep_create with UCP_FEATURE_WAKEUP: "
+                                  << ucs_status_string(status);
+
+        /* wire-up, both ways, both workers progressing */
+        for (i = 0; i < 2; ++i) {
+            value  = i;
+            req    = ucp_tag_recv_nbx(m_workers[1 - i], &got, sizeof(got), 0,
+                                      0, &rparam);
+            status = wait_req(m_workers, 2,
+                              ucp_tag_send_nbx(m_eps[i], &value,
+                                               sizeof(value), 0, &sparam));
+            if (status == UCS_OK) {
+                status = wait_req(m_workers, 2, req);
+            }
+            ASSERT_EQ(UCS_OK, status) << "ucp wire-up message: "
+                                      << ucs_status_string(status);
+        }
+
+        status = ucp_worker_get_efd(m_workers[1], &efd);
+        ASSERT_EQ(UCS_OK, status) << "ucp_worker_get_efd: "
+                                  << ucs_status_string(status);
+
+        /* the receiver: the idiom of ucp_worker_arm's documentation */
+        got = 0;
+        req = ucp_tag_recv_nbx(m_workers[1], &got, sizeof(got), 1,
+                               (ucp_tag_t)-1, &rparam);
+        ASSERT_FALSE(UCS_PTR_IS_ERR(req)) << "ucp_tag_recv_nbx: "
+                << ucs_status_string(UCS_PTR_STATUS(req));
+        start = uct_test_now();
+        do {
+            while (ucp_worker_progress(m_workers[1]) != 0) {
+            }
+            status = ucp_worker_arm(m_workers[1]);
+        } while ((status == UCS_ERR_BUSY) &&
+                 (uct_test_now() < start + uct_test_timeout_s));
+        UCT_TEST_EXPECT(status == UCS_OK, "ucp_worker_arm once idle (%s)",
+                        ucs_status_string(status));
+        UCT_TEST_EXPECT(!event_fd_wait(efd, EVENT_QUIET_S, NULL),
+                        "worker fd quiet while nothing is sent (%.1f s)",
+                        EVENT_QUIET_S);
+
+        /* the sender posts after a delay, from its own thread and worker */
+        sender.worker = m_workers[0];
+        sender.ep     = m_eps[0];
+        ASSERT_EQ(0, pthread_create(&thread, NULL, event_ucp_sender_thread,
+                                    &sender));
+
+        signal(SIGALRM, event_ucp_watchdog);
+        alarm((unsigned)(2 * EVENT_WAKE_TIMEOUT_S));
+        start   = uct_test_now();
+        waits   = 0;
+        wstatus = UCS_OK;
+        while ((ucp_request_check_status(req) == UCS_INPROGRESS) &&
+               (uct_test_now() < start + EVENT_WAKE_TIMEOUT_S) &&
+               (wstatus == UCS_OK)) {
+            while (ucp_worker_progress(m_workers[1]) != 0) {
+            }
+            if (ucp_request_check_status(req) != UCS_INPROGRESS) {
+                break;
+            }
+            wstatus = ucp_worker_wait(m_workers[1]); /* blocks: no timeout */
+            ++waits;
+        }
+        elapsed = uct_test_now() - start;
+        alarm(0);
+        signal(SIGALRM, SIG_DFL);
+        pthread_join(thread, NULL);
+
+        status = ucp_request_check_status(req);
+        UCT_TEST_EXPECT((wstatus == UCS_OK) && (status == UCS_OK) &&
+                        (sender.status == UCS_OK) && (got == sender.value),
+                        "ucp_worker_wait wakes for a message (%.2f s, %d "
+                        "waits, wait %s, recv %s, send %s)", elapsed, waits,
+                        ucs_status_string(wstatus), ucs_status_string(status),
+                        ucs_status_string(sender.status));
+        if (status != UCS_INPROGRESS) {
+            ucp_request_free(req);
+        }
+
+        /* closed here, while the log is captured */
+        ucp_close();
+        closed = event_log_capture::grep(closed_re);
+    }
+
+    UCT_TEST_EXPECT(!closed.empty(), "an rc_gdr interface closed with work "
+                    "requests posted (INFO line '%s')", closed_re);
+}
