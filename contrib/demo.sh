@@ -55,7 +55,13 @@ rc_gdr_info || true
 say "(This guest has no GPU; see README 'Emulated GPU' for the stand-in driver.)"
 
 step "3. rc_gdr carrying data: every UCT operation, many sizes and offsets, checked byte for byte"
-build/test/apps/uct_verify data rxe0:1 rxe1:1 2>&1 | grep -v -e '^PASS' -e 'unaligned' | sed 's/^/    /'
+say "(the data suite of test/gtest/uct: one line per test, then the summary)"
+RC_GDR_DEV_A=rxe0:1 RC_GDR_DEV_B=rxe1:1 build/test/gtest/uct/gtest_rc_gdr_uct \
+    --gtest_filter='data.*' --gtest_color=no 2>&1 |
+    grep -v -e '^\[ RUN' -e '^\[----------\]' -e '^\[==========\] Running' \
+        -e '^Note: Google Test filter' -e '^ *$' \
+        -e 'ERROR rc_gdr: atomic on unaligned' |
+    sed 's/^/    /'
 
 step "3. ucx_perftest over rc_gdr (UCT level, rxe1 -> rxe1)"
 perftest_pair rc_gdr "put_bw -D zcopy" 65536 300

@@ -111,37 +111,6 @@ test_ucx_info_config() {
     ucx_info -c | grep -E '^UCX_RC_GDR_(FAILURE_TIMEOUT|TX_QUEUE_LEN)='
 }
 
-# The UCT programs check every byte themselves and end with "0 failed".
-test_uct_verify() {
-    timeout 300 "$B/test/apps/uct_verify" "$@" > "$LOG/uct.out" 2>&1
-    local rc=$?
-    grep -v '^PASS' "$LOG/uct.out"
-    [ "$rc" = 0 ] && grep -q '^[0-9]* passed, 0 failed$' "$LOG/uct.out"
-}
-
-test_peer_death() {
-    test_uct_verify peer-death rxe1:1 rxe0:1 "$1"
-}
-
-test_peer_death_configured() {
-    UCX_RC_GDR_FAILURE_TIMEOUT=2s test_peer_death 3
-}
-
-# The transport's own timeout never fires (rxe retries forever at
-# RETRY_COUNT=7, as when a NIC loses its retry timer): the stall check
-# (UCX_RC_GDR_TX_STALL_TIMEOUT) reports the dead peer instead.
-test_peer_death_stalled() {
-    UCX_RC_GDR_RETRY_COUNT=7 UCX_RC_GDR_TX_STALL_TIMEOUT=4s test_peer_death 8
-}
-
-# The same with active messages and a flush: the survivor's SENDs to the dead
-# peer, which UCX's test_uct_peer_failure_multiple waits on (issue 10), end
-# with the stall check's error too.
-test_peer_death_am_stalled() {
-    UCX_RC_GDR_RETRY_COUNT=7 UCX_RC_GDR_TX_STALL_TIMEOUT=4s \
-        test_uct_verify peer-death-am rxe1:1 rxe0:1 8
-}
-
 # ucx_perftest at UCT level. Up to 1.21 the server takes -x/-d from the
 # client; 1.22 wants its own (older releases accept and override them).
 perftest_uct() {
@@ -301,20 +270,6 @@ test_bounce_attacker() {
     [ "$rc" = 0 ] && grep -q '^[0-9]* passed, 0 failed$' "$LOG/attacker.out"
 }
 
-# A user callback destroys its endpoint: the receive path (after an active
-# message handler) and the bounce lane (a completion called from its
-# receive path or from its sweep of a dead endpoint) never touch it again;
-# freed memory poisoned, so that a use after free crashes
-test_callback_destroy() {
-    MALLOC_PERTURB_=165 timeout 120 \
-        "$B/test/apps/uct_callback_destroy" am rxe0:1 rxe1:1 &&
-    MALLOC_PERTURB_=165 UCX_RC_GDR_REG_METHODS=dmabuf with_emulated_gpu \
-        timeout 120 "$B/test/apps/uct_callback_destroy" bounce rxe0:1 rxe1:1 &&
-    MALLOC_PERTURB_=165 UCX_RC_GDR_REG_METHODS=dmabuf \
-        UCX_RC_GDR_FAILURE_TIMEOUT=2s with_emulated_gpu timeout 120 \
-        "$B/test/apps/uct_callback_destroy" bounce-death rxe0:1 rxe1:1
-}
-
 # Open MPI moving "GPU" buffers: point-to-point and one-sided, over the GDR
 # lane (peermem) and over the bounce lane, which must show staged bytes.
 test_mpi_gpu() {
@@ -340,16 +295,13 @@ test_mpi_gpu_bounce() {
 
 run_test ucx_info_lists_rc_gdr_on_rxe_ports test_ucx_info_devices
 run_test ucx_info_shows_rc_gdr_config      test_ucx_info_config
-run_test uct_data_all_ops_byte_exact       test_uct_verify data rxe0:1 rxe1:1
-run_test uct_corrupt_addresses_refused     test_uct_verify bad-address rxe0:1
-run_test uct_pending_before_connect_sent   test_uct_verify pending-connect rxe0:1 rxe1:1
-run_test uct_fork_children_leave_registrations test_uct_verify fork rxe0:1 rxe1:1
+run_suite -- 'data.*'
+run_suite -- 'bad_address.*'
+run_suite -- 'pending.*'
+run_suite -- 'fork.*'
 run_suite -- 'contract.*:contract_keep.*'
 run_suite -- 'release.*'
-run_test uct_peer_killed_reported_in_10s   test_peer_death 10
-run_test uct_peer_killed_configured_bound  test_peer_death_configured
-run_test uct_peer_killed_retries_forever_stall_reported test_peer_death_stalled
-run_test uct_peer_killed_am_retries_forever_stall_reported test_peer_death_am_stalled
+run_suite -- 'peer_death.*'
 run_suite -- 'event.*:event_ucp.*'
 run_test perftest_uct_put_bw_zcopy  perftest_uct -t put_bw -D zcopy -s 65536 -n 200
 run_test perftest_uct_put_bw_bcopy  perftest_uct -t put_bw -D bcopy -s 8192 -n 200
@@ -389,7 +341,8 @@ run_test bounce_peer_killed_buffers_returned    test_bounce_peer_death
 run_test bounce_ucp_put_get_gpu                 test_bounce_ucp
 run_test bounce_when_policy_turns_gdr_off       test_bounce_direction_policy
 run_test bounce_malicious_peer_refused_counted  test_bounce_attacker
-run_test uct_callback_destroys_endpoint        test_callback_destroy
+run_suite -- 'callback_destroy.*'
+run_suite with_emulated_gpu -- 'callback_destroy_gpu_emulated.*'
 # One direction on the GDR lane, the other bounced (an ordering GPU keeps
 # one direction on GDR with NIC_READS_GPU=no)
 run_suite with_emulated_gpu env RC_GDR_FAKE_CUDA_WRITES_ORDERING=100 -- \
