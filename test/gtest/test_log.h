@@ -1,7 +1,8 @@
 /*
  * Log lines captured instead of printed, for tests that check what the code
  * says: while a log_capture lives, every message at or above its level goes
- * to captured_log.
+ * to captured_log. Inline definitions: one captured_log however many files
+ * of a binary include this.
  */
 
 #ifndef RC_GDR_TEST_LOG_H_
@@ -19,10 +20,10 @@ extern "C" {
 #include <vector>
 
 
-static std::vector<std::string> captured_log;
+inline std::vector<std::string> captured_log;
 
 
-static ucs_log_func_rc_t
+inline ucs_log_func_rc_t
 capture_log(const char *file, unsigned line, const char *function,
             ucs_log_level_t level, const ucs_log_component_config_t *comp,
             const char *message, va_list ap)

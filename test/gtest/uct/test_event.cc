@@ -17,6 +17,7 @@
  */
 
 #include "uct_rc_gdr_test.h"
+#include "../test_log.h"
 
 #include <ucp/api/ucp.h>
 #include <ucs/config/global_opts.h>
@@ -498,68 +499,23 @@ TEST_F(event, send_comp_woken_by_put_completion)
 
 /* ------------------------------------------------------------- UCP -- */
 
-/*
- * The ucs log while it lives, at INFO and above: what the module says when
- * its interfaces close. Here, not test_log.h: that header's static state
- * would differ between translation units of one binary.
- */
-class event_log_capture {
-public:
-    event_log_capture()
-    {
-        m_level = ucs_global_opts.log_component.log_level;
-        ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_INFO;
-        s_lines.clear();
-        ucs_log_push_handler(handler);
-    }
+/* The captured log lines that match the extended regex */
+static std::vector<std::string> event_log_grep(const char *pattern)
+{
+    std::vector<std::string> found;
+    regex_t re;
 
-    ~event_log_capture()
-    {
-        ucs_log_pop_handler();
-        ucs_global_opts.log_component.log_level = m_level;
-    }
-
-    /* The captured lines that match the extended regex */
-    static std::vector<std::string> grep(const char *pattern)
-    {
-        std::vector<std::string> found;
-        regex_t re;
-
-        if (regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) != 0) {
-            return found;
-        }
-        for (const std::string &line : s_lines) {
-            if (regexec(&re, line.c_str(), 0, NULL, 0) == 0) {
-                found.push_back(line);
-            }
-        }
-        regfree(&re);
+    if (regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) != 0) {
         return found;
     }
-
-private:
-    static ucs_log_func_rc_t
-    handler(const char *file, unsigned line, const char *function,
-            ucs_log_level_t level, const ucs_log_component_config_t *comp,
-            const char *message, va_list ap)
-    {
-        char buf[1024];
-
-        if (level > UCS_LOG_LEVEL_INFO) {
-            return UCS_LOG_FUNC_RC_STOP;   /* not asked for: not printed */
+    for (const std::string &line : captured_log) {
+        if (regexec(&re, line.c_str(), 0, NULL, 0) == 0) {
+            found.push_back(line);
         }
-        vsnprintf(buf, sizeof(buf), message, ap);
-        s_lines.push_back(buf);
-        /* warnings and errors are still printed, INFO lines are not */
-        return (level <= UCS_LOG_LEVEL_WARN) ? UCS_LOG_FUNC_RC_CONTINUE :
-                                               UCS_LOG_FUNC_RC_STOP;
     }
-
-    static std::vector<std::string> s_lines;
-    ucs_log_level_t m_level;
-};
-
-std::vector<std::string> event_log_capture::s_lines;
+    regfree(&re);
+    return found;
+}
 
 
 class event_ucp : public uct_rc_gdr_test {
@@ -739,7 +695,7 @@ TEST_F(event_ucp, worker_wait_wakes_for_tag_message)
     sender.value         = 0x5e4d;
 
     {
-        event_log_capture log;
+        log_capture log(UCS_LOG_LEVEL_INFO);
 
         ASSERT_EQ(UCS_OK, ucp_config_read(NULL, NULL, &config));
         status = ucp_init(&params, config, &m_context);
@@ -847,7 +803,7 @@ TEST_F(event_ucp, worker_wait_wakes_for_tag_message)
 
         /* closed here, while the log is captured */
         ucp_close();
-        closed = event_log_capture::grep(closed_re);
+        closed = event_log_grep(closed_re);
     }
 
     UCT_TEST_EXPECT(!closed.empty(), "an rc_gdr interface closed with work "
