@@ -98,6 +98,9 @@ step "5. GPU memory, EMULATED (stand-in CUDA driver: host memory behind device p
     say "The same with no registration mechanism allowed: the bounce lane (staging):"
     UCX_RC_GDR_REG_METHODS=dmabuf build/test/apps/uct_gpu lanes rxe0:1 2>&1 |
         grep -E '^lanes|rc_gdr:' | sed 's/^/      /'
-    UCX_RC_GDR_REG_METHODS=dmabuf build/test/apps/uct_bounce uct rxe0:1 rxe1:1 2>&1 |
-        grep -E '^counters|^FAIL|passed' | sed 's/^/      /'
+    say "The bounce lane end to end, GPU buffers on either side (test/gtest/uct/test_bounce.cc):"
+    RC_GDR_DEV_A=rxe0:1 RC_GDR_DEV_B=rxe1:1 build/test/gtest/uct/gtest_rc_gdr_uct \
+        --gtest_filter='bounce.*/dmabuf_refused' 2>&1 |
+        grep -E '^counters|^\[ +(OK|FAILED|SKIPPED|PASSED) +\]' |
+        sed 's/ ([0-9]* ms)$//; s/^/      /'
 )

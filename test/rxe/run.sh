@@ -49,7 +49,8 @@ SUITE_RUNS=0
 # filter (and RC_GDR_TEST_FILTER), in one process under WRAPPER (env VAR=...,
 # with_emulated_gpu). Each gtest test is one result, counted like run_test's;
 # a failed one shows its output, and a process that crashes or hangs fails
-# every test it did not finish.
+# every test it did not finish. (Names of TEST_P tests have a '/': the sed
+# addresses below are delimited by '%'.)
 run_suite() {
     local wrap=() names=() name log rc
     while [ "$1" != -- ]; do wrap+=("$1"); shift; done
@@ -61,7 +62,7 @@ run_suite() {
     [ ${#names[@]} -gt 0 ] || return 0
 
     log=$LOG/suite.$((++SUITE_RUNS))
-    timeout "${SUITE_TIMEOUT:-900}" "${wrap[@]}" "$GT" --gtest_color=no \
+    "${wrap[@]}" timeout "${SUITE_TIMEOUT:-900}" "$GT" --gtest_color=no \
         --gtest_filter="$(IFS=:; echo "${names[*]}")" > "$log" 2>&1
     rc=$?
     for name in "${names[@]}"; do
@@ -69,14 +70,14 @@ run_suite() {
             echo "PASS $name"
             PASSED=$((PASSED + 1))
         elif grep -qF "[  SKIPPED ] $name (" "$log"; then
-            echo "SKIP $name: $(sed -n "/^\[ RUN      \] $name\$/,/^\[  SKIPPED \]/p" \
+            echo "SKIP $name: $(sed -n "\%^\[ RUN      \] $name\$%,/^\[  SKIPPED \]/p" \
                                  "$log" | sed -n '3p')"
             SKIPPED=$((SKIPPED + 1))
         else
             echo "FAIL $name"
             # its output, or the end of the log when it never finished
             if grep -qF "[  FAILED  ] $name (" "$log"; then
-                sed -n "/^\[ RUN      \] $name\$/,/^\[  FAILED  \] $name (/p" \
+                sed -n "\%^\[ RUN      \] $name\$%,\%^\[  FAILED  \] $name (%p" \
                     "$log" | sed 's/^/    | /' | tail -60
             else
                 echo "    | (exit status $rc; the test did not finish)"
@@ -375,34 +376,6 @@ test_uct_flush() {
     [ "$rc" = 0 ] && grep -q '^[0-9]* passed, 0 failed$' "$LOG/flush.out"
 }
 
-# The bounce lane: no mechanism (rxe refuses DMA-BUF and peermem is not
-# allowed), so GPU memory moves through pinned staging and, at a keyless
-# target, through messages the target copies in.
-test_bounce() {
-    UCX_RC_GDR_REG_METHODS=dmabuf with_emulated_gpu \
-        "$B/test/apps/uct_bounce" "$@" > "$LOG/bounce.out" 2>&1
-    local rc=$?
-    grep -v '^PASS' "$LOG/bounce.out"
-    [ "$rc" = 0 ] && grep -q '^[0-9]* passed, 0 failed$' "$LOG/bounce.out"
-}
-
-test_bounce_peer_death() {
-    UCX_RC_GDR_FAILURE_TIMEOUT=2s test_bounce peer-death rxe0:1 rxe1:1
-}
-
-test_bounce_ucp() {
-    UCX_TLS=rc_gdr,ud_verbs:aux,self test_bounce ucp
-}
-
-test_bounce_direction_policy() {
-    UCX_RC_GDR_REG_METHODS=dmabuf,peermem UCX_RC_GDR_NIC_READS_GPU=no \
-        UCX_RC_GDR_NIC_WRITES_GPU=no with_emulated_gpu \
-        "$B/test/apps/uct_bounce" uct rxe0:1 rxe1:1 > "$LOG/bounce.out" 2>&1
-    local rc=$?
-    grep -v '^PASS' "$LOG/bounce.out"
-    [ "$rc" = 0 ]
-}
-
 # A malicious peer over raw verbs against a target serving keyless memory:
 # every crafted request refused and counted, guards intact, queues bounded,
 # an honest peer served afterwards (test/apps/bounce_attacker.c)
@@ -530,10 +503,12 @@ run_test flush_no_read_for_gpu_ordering_owner   test_flush_gpu_ordering_owner
 run_test flush_never_means_no_read              test_flush_gpu_never
 run_test flush_always_and_counts_host_memory    test_flush_counts
 run_test flush_read_peer_killed_reports_error   test_flush_peer_death
-run_test bounce_uct_put_get_gpu_either_side     test_bounce uct rxe0:1 rxe1:1
-run_test bounce_peer_killed_buffers_returned    test_bounce_peer_death
-run_test bounce_ucp_put_get_gpu                 test_bounce_ucp
-run_test bounce_when_policy_turns_gdr_off       test_bounce_direction_policy
+# The bounce lane (no mechanism: rxe refuses DMA-BUF, peermem not allowed;
+# or the policy turns GDR off), UCT and UCP, and a peer killed mid-transfer
+run_suite with_emulated_gpu -- 'bounce.*/dmabuf_refused'
+run_suite with_emulated_gpu -- 'bounce_peer_death.*'
+run_suite with_emulated_gpu -- 'bounce_ucp.*'
+run_suite with_emulated_gpu -- 'bounce.*/policy_gdr_off'
 run_test bounce_malicious_peer_refused_counted  test_bounce_attacker
 run_test uct_callback_destroys_endpoint        test_callback_destroy
 run_test gdr_one_direction_bounce_the_other     test_one_direction
