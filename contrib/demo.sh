@@ -102,5 +102,5 @@ step "5. GPU memory, EMULATED (stand-in CUDA driver: host memory behind device p
     RC_GDR_DEV_A=rxe0:1 RC_GDR_DEV_B=rxe1:1 build/test/gtest/uct/gtest_rc_gdr_uct \
         --gtest_filter='bounce.*/dmabuf_refused' 2>&1 |
         grep -E '^counters|^\[ +(OK|FAILED|SKIPPED|PASSED) +\]' |
-        sed 's/ ([0-9]* ms)$//; s/^/      /'
+        sed 's/, where GetParam().*//; s/ ([0-9]* ms)$//; s/^/      /'
 )

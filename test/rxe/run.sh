@@ -49,8 +49,8 @@ SUITE_RUNS=0
 # filter (and RC_GDR_TEST_FILTER), in one process under WRAPPER (env VAR=...,
 # with_emulated_gpu). Each gtest test is one result, counted like run_test's;
 # a failed one shows its output, and a process that crashes or hangs fails
-# every test it did not finish. (Names of TEST_P tests have a '/': the sed
-# addresses below are delimited by '%'.)
+# every test it did not finish. (A TEST_P test's name has a '/', hence the
+# '%' of the sed addresses, and its FAILED line names its parameter.)
 run_suite() {
     local wrap=() names=() name log rc
     while [ "$1" != -- ]; do wrap+=("$1"); shift; done
@@ -76,8 +76,9 @@ run_suite() {
         else
             echo "FAIL $name"
             # its output, or the end of the log when it never finished
-            if grep -qF "[  FAILED  ] $name (" "$log"; then
-                sed -n "\%^\[ RUN      \] $name\$%,\%^\[  FAILED  \] $name (%p" \
+            if grep -qF -e "[  FAILED  ] $name (" \
+                        -e "[  FAILED  ] $name, where GetParam()" "$log"; then
+                sed -n "\%^\[ RUN      \] $name\$%,\%^\[  FAILED  \] $name[ ,]%p" \
                     "$log" | sed 's/^/    | /' | tail -60
             else
                 echo "    | (exit status $rc; the test did not finish)"
