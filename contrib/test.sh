@@ -269,7 +269,7 @@ if [ ${#RELEASE_BUILDS[@]} -gt 0 ]; then
 fi
 if [[ " $RELEASES " == *" 1.22.0 "* ]]; then
     tier5_release --cuda 1.22.0 \
-        '^(ucx_info_lists_rc_gdr|memtypes\.cuda|gpu_emulated_info|(gpu|gpu_emulated|gpu_lanes)\.|bounce_uct_put_get)' 300
+        '^(ucx_info_lists_rc_gdr|memtypes\.cuda|gpu_emulated_info|(gpu|gpu_emulated|gpu_lanes)\.|bounce\.[a-z_]+/dmabuf_refused)' 300
 fi
 
 # Last, as they are long: UCX 1.22.0's own UCT suites (rc_verbs from the

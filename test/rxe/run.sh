@@ -49,7 +49,8 @@ SUITE_RUNS=0
 # filter (and RC_GDR_TEST_FILTER), in one process under WRAPPER (env VAR=...,
 # with_emulated_gpu). Each gtest test is one result, counted like run_test's;
 # a failed one shows its output, and a process that crashes or hangs fails
-# every test it did not finish.
+# every test it did not finish. (A TEST_P test's name has a '/', hence the
+# '%' of the sed addresses, and its FAILED line names its parameter.)
 run_suite() {
     local wrap=() names=() name log rc
     while [ "$1" != -- ]; do wrap+=("$1"); shift; done
@@ -67,7 +68,7 @@ run_suite() {
     for name in "${names[@]}"; do
         if grep -qF "[       OK ] $name (" "$log"; then
             # a test on the stand-in CUDA driver says so, and so does its line
-            if sed -n "/^\[ RUN      \] $name\$/,/^\[       OK \] $name (/p" \
+            if sed -n "\%^\[ RUN      \] $name\$%,\%^\[       OK \] $name (%p" \
                    "$log" | grep -q 'EMULATED GPU'; then
                 echo "PASS $name (EMULATED GPU)"
             else
@@ -83,8 +84,9 @@ run_suite() {
         else
             echo "FAIL $name"
             # its output, or the end of the log when it never finished
-            if grep -qF "[  FAILED  ] $name (" "$log"; then
-                sed -n "/^\[ RUN      \] $name\$/,/^\[  FAILED  \] $name (/p" \
+            if grep -qF -e "[  FAILED  ] $name (" \
+                        -e "[  FAILED  ] $name, where GetParam()" "$log"; then
+                sed -n "\%^\[ RUN      \] $name\$%,\%^\[  FAILED  \] $name[ ,]%p" \
                     "$log" | sed 's/^/    | /' | tail -60
             else
                 echo "    | (exit status $rc; the test did not finish)"
@@ -231,34 +233,6 @@ test_gpu_info() {
         with_emulated_gpu rc_gdr_info --json --require-gdr > /dev/null
 }
 
-# The bounce lane: no mechanism (rxe refuses DMA-BUF and peermem is not
-# allowed), so GPU memory moves through pinned staging and, at a keyless
-# target, through messages the target copies in.
-test_bounce() {
-    UCX_RC_GDR_REG_METHODS=dmabuf with_emulated_gpu \
-        "$B/test/apps/uct_bounce" "$@" > "$LOG/bounce.out" 2>&1
-    local rc=$?
-    grep -v '^PASS' "$LOG/bounce.out"
-    [ "$rc" = 0 ] && grep -q '^[0-9]* passed, 0 failed$' "$LOG/bounce.out"
-}
-
-test_bounce_peer_death() {
-    UCX_RC_GDR_FAILURE_TIMEOUT=2s test_bounce peer-death rxe0:1 rxe1:1
-}
-
-test_bounce_ucp() {
-    UCX_TLS=rc_gdr,ud_verbs:aux,self test_bounce ucp
-}
-
-test_bounce_direction_policy() {
-    UCX_RC_GDR_REG_METHODS=dmabuf,peermem UCX_RC_GDR_NIC_READS_GPU=no \
-        UCX_RC_GDR_NIC_WRITES_GPU=no with_emulated_gpu \
-        "$B/test/apps/uct_bounce" uct rxe0:1 rxe1:1 > "$LOG/bounce.out" 2>&1
-    local rc=$?
-    grep -v '^PASS' "$LOG/bounce.out"
-    [ "$rc" = 0 ]
-}
-
 # A malicious peer over raw verbs against a target serving keyless memory:
 # every crafted request refused and counted, guards intact, queues bounded,
 # an honest peer served afterwards (test/apps/bounce_attacker.c)
@@ -336,10 +310,11 @@ run_suite with_emulated_gpu env RC_GDR_FAKE_CUDA_WRITES_ORDERING=0 -- \
 run_suite with_emulated_gpu env RC_GDR_FAKE_CUDA_WRITES_ORDERING=100 -- \
     'gpu_flush.no_read_for_ordering_owner'
 run_suite -- 'flush.*'
-run_test bounce_uct_put_get_gpu_either_side     test_bounce uct rxe0:1 rxe1:1
-run_test bounce_peer_killed_buffers_returned    test_bounce_peer_death
-run_test bounce_ucp_put_get_gpu                 test_bounce_ucp
-run_test bounce_when_policy_turns_gdr_off       test_bounce_direction_policy
+# or the policy turns GDR off), UCT and UCP, and a peer killed mid-transfer
+run_suite with_emulated_gpu -- 'bounce.*/dmabuf_refused'
+run_suite with_emulated_gpu -- 'bounce_peer_death.*'
+run_suite with_emulated_gpu -- 'bounce_ucp.*'
+run_suite with_emulated_gpu -- 'bounce.*/policy_gdr_off'
 run_test bounce_malicious_peer_refused_counted  test_bounce_attacker
 run_suite -- 'callback_destroy.*'
 run_suite with_emulated_gpu -- 'callback_destroy_gpu_emulated.*'
