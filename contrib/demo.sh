@@ -81,7 +81,7 @@ wait "$server"
 step "3. Open MPI (pml ucx) over rc_gdr: 2 ranks, 8 B .. 4 MiB and MPI_Put/MPI_Get, verified"
 mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml ucx \
     --mca btl ^openib,ofi,uct --mca osc ucx \
-    -x UCX_TLS=rc_gdr,ud_verbs:aux,self build/test/apps/mpi_verify 2>&1 |
+    -x UCX_TLS=rc_gdr,ud_verbs:aux,self build/test/mpi/mpi_verify 2>&1 |
     sed 's/^/    /'
 
 step "4. For comparison: UCX's own rc_verbs on the same guest"

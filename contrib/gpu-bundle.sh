@@ -28,7 +28,7 @@ for b in build build-1.16.0 build-1.22.0 build-1.22.0-cuda; do
     make -C "$b" -s check TESTS= > /dev/null
 done
 for b in build-1.16.0 build-1.22.0-cuda; do
-    make -C "$b" -s test/apps/uct_components src/tools/rc_gdr_info \
+    make -C "$b" -s contrib/tools/uct_components src/tools/rc_gdr_info \
         test/gtest/ucm/gtest_rc_gdr_ucm contrib/bench/rcache_bench \
         contrib/bench/stage_bench > /dev/null
 done
@@ -46,10 +46,10 @@ find "$DIR" -type f -perm -u+x -exec sh -c \
 mod=src/uct/ib_gdr/.libs/libuct_ib_gdr.so
 cp "build/$mod" "$DIR/stock/b113/"
 cp "build-1.22.0/$mod" "$DIR/stock/b122/"
-cp "$DIR/build-1.16.0/$mod" "$DIR/build-1.16.0/test/apps/uct_components" \
+cp "$DIR/build-1.16.0/$mod" "$DIR/build-1.16.0/contrib/tools/uct_components" \
    "$DIR/build-1.16.0/src/tools/rc_gdr_info" \
    "$DIR/build-1.16.0/test/gtest/gtest_rc_gdr" \
-   "$DIR/build-1.16.0/test/apps/mpi_verify" "$DIR/stock/b116/"
+   "$DIR/build-1.16.0/test/mpi/mpi_verify" "$DIR/stock/b116/"
 
 # The CUDA-built UCX, with the CUDA runtime its modules link to
 ucx=$(contrib/ucx-upstream.sh --cuda --print-dir 1.22.0)/install/lib

@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 B=$(cd "${RC_GDR_BUILD:-build}" && pwd)
 PLUGIN=$B/src/uct/ib_gdr/.libs/libuct_ib_gdr.so
-FAKE_UCP=$B/test/apps/ucx_version_fake.so
+FAKE_UCP=$B/test/mocks/ucx_version_fake.so
 RC_GDR_UCX_VERSION=""
 RC_GDR_UCX_BINDIR=""
 # shellcheck disable=SC1091

@@ -191,7 +191,7 @@ test_mpi() {
     timeout 200 mpirun --allow-run-as-root --oversubscribe -np 2 \
         --mca pml ucx --mca btl ^openib,ofi,uct --mca osc ucx \
         -x UCX_TLS=rc_gdr,ud_verbs:aux,self -x UCX_LOG_LEVEL=info \
-        "$B/test/apps/mpi_verify" > "$LOG/mpi.out" 2>&1
+        "$B/test/mpi/mpi_verify" > "$LOG/mpi.out" 2>&1
     local rc=$?
     grep -E '^(PASS|FAIL|verification)|rc_gdr:' "$LOG/mpi.out"
     [ "$rc" = 0 ] && grep -q '^verification: PASSED' "$LOG/mpi.out" &&
@@ -206,7 +206,7 @@ test_mpi_threads() {
     timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 \
         --mca pml ucx --mca btl ^openib,ofi,uct --mca osc ucx \
         -x UCX_TLS=rc_gdr,ud_verbs:aux,self -x UCX_LOG_LEVEL=info \
-        "$B/test/apps/mpi_verify" --threads > "$LOG/mpi_threads.out" 2>&1
+        "$B/test/mpi/mpi_verify" --threads > "$LOG/mpi_threads.out" 2>&1
     local rc=$?
     grep -E '^(PASS|FAIL|verification)|rc_gdr:' "$LOG/mpi_threads.out"
     [ "$rc" = 0 ] && grep -q '^verification: PASSED' "$LOG/mpi_threads.out" &&
@@ -240,7 +240,7 @@ test_mpi_gpu() {
         -np 2 --mca pml ucx --mca btl ^openib,ofi,uct --mca osc ucx \
         -x UCX_TLS=rc_gdr,ud_verbs:aux,self -x UCX_LOG_LEVEL=info \
         -x RC_GDR_CUDA_LIBRARY -x UCX_RC_GDR_REG_METHODS \
-        "$B/test/apps/mpi_verify" --gpu > "$LOG/mpi_gpu.out" 2>&1
+        "$B/test/mpi/mpi_verify" --gpu > "$LOG/mpi_gpu.out" 2>&1
     local rc=$?
     grep -E '^(PASS|FAIL|verification)|rc_gdr:' "$LOG/mpi_gpu.out"
     [ "$rc" = 0 ] && grep -q '^verification: PASSED' "$LOG/mpi_gpu.out"

@@ -109,9 +109,6 @@ static std::string bounce_gpu_start()
                            uct_rc_gdr_cuda_library_name());
     } else if (uct_rc_gdr_cuda_ctx_activate(0, &ctx) != UCS_OK) {
         why = "no primary context of GPU 0 on the stand-in driver";
-    } else {
-        printf("NOTE: EMULATED GPU: the CUDA driver is the project's stand-in "
-               "(%s); \"GPU\" memory is host memory\n", info.library);
     }
     return why;
 }
@@ -455,6 +452,7 @@ void bounce_test::SetUp()
     if (!why.empty()) {
         GTEST_SKIP() << why;
     }
+    emulated_gpu_note();
 
     uct_test_timeout_s = BOUNCE_TIMEOUT_S;  /* restored at TearDown */
     env_default("UCX_RC_GDR_BOUNCE_CHUNK_SIZE", "64k");

@@ -649,6 +649,7 @@ void bounce_attacker::SetUp()
                         " GPU (. contrib/env.sh --emulated-gpu; run.sh's"
                         " with_emulated_gpu)";
     }
+    emulated_gpu_note();
 
     uct_test_timeout_s = 60.0;
     env_set("UCX_RC_GDR_REG_METHODS", "dmabuf");

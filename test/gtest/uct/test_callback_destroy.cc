@@ -181,6 +181,7 @@ void callback_destroy_gpu_emulated::SetUp()
         GTEST_SKIP() << "needs the emulated GPU (. contrib/env.sh"
                         " --emulated-gpu; run.sh's with_emulated_gpu)";
     }
+    emulated_gpu_note();
     env_set("UCX_RC_GDR_REG_METHODS", "dmabuf");
 }
 

@@ -137,7 +137,6 @@ bool gpu::emulated()
 
 void gpu::SetUp()
 {
-    uct_rc_gdr_cuda_driver_info_t info;
     uct_rc_gdr_cuda_ctx_h ctx;
 
     uct_rc_gdr_test::SetUp();
@@ -150,11 +149,7 @@ void gpu::SetUp()
                         " . contrib/env.sh --emulated-gpu)";
     }
 
-    /* in every test's output: run.sh marks its result EMULATED GPU */
-    if ((uct_rc_gdr_cuda_driver_info(&info) == UCS_OK) && info.emulated) {
-        printf("NOTE: EMULATED GPU: the CUDA driver is the project's "
-               "stand-in (%s); \"GPU\" memory is host memory\n", info.library);
-    }
+    emulated_gpu_note();
 
     if (uct_rc_gdr_cuda_ctx_activate(0, &ctx) != UCS_OK) {
         uct_test_die("primary context of GPU 0", UCS_ERR_NO_DEVICE);

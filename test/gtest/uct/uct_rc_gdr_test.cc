@@ -6,6 +6,8 @@
 
 #include "uct_rc_gdr_test.h"
 
+#include <uct/ib_gdr/rc_gdr_cuda.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,6 +156,17 @@ void uct_rc_gdr_test::pair_open(size_t buf_size)
     nodes[0] = a;
     nodes[1] = b;
     uct_test_node_connect_pair(a, b, &wa, &wb);
+}
+
+void uct_rc_gdr_test::emulated_gpu_note()
+{
+    uct_rc_gdr_cuda_driver_info_t info;
+
+    if ((uct_rc_gdr_cuda_init() == UCS_OK) &&
+        (uct_rc_gdr_cuda_driver_info(&info) == UCS_OK) && info.emulated) {
+        printf("NOTE: EMULATED GPU: the CUDA driver is the project's "
+               "stand-in (%s); \"GPU\" memory is host memory\n", info.library);
+    }
 }
 
 void uct_rc_gdr_test::env_set(const char *name, const char *value)

@@ -15,7 +15,7 @@
 #ifndef UCT_RC_GDR_TEST_H_
 #define UCT_RC_GDR_TEST_H_
 
-#include "../../apps/uct_test_util.h"
+#include "uct_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -65,6 +65,11 @@ protected:
     /* Opens a on dev_a() and b on dev_b(), each with a registered buffer of
      * buf_size bytes, connected to each other */
     void pair_open(size_t buf_size);
+
+    /* Says in the test's output that "GPU" memory is host memory, when the
+     * CUDA driver is the project's stand-in (run.sh then marks the result
+     * EMULATED GPU); every test on the stand-in calls it */
+    static void emulated_gpu_note();
 
     /* Sets a variable (UCX_RC_GDR_...) until the test ends; UCX reads its
      * configuration when an md or interface opens, so set it before */

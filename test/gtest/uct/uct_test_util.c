@@ -1,5 +1,5 @@
 /*
- * uct_test_util: what the UCT-level test programs under test/apps share
+ * uct_test_util: what the UCT suites (and two benchmarks) share
  * (see uct_test_util.h).
  */
 

@@ -1,5 +1,5 @@
 /*
- * uct_test_util: what the UCT-level test programs under test/apps share.
+ * uct_test_util: what the UCT suites (and two benchmarks) share.
  *
  * PASS/FAIL accounting, rc_gdr nodes (md, iface and endpoint on an async
  * context and a worker), address exchange, bounded waits, a forked peer for
