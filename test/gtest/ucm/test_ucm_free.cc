@@ -46,6 +46,7 @@
 
 #include <ucm/rc_gdr_ucm.h>
 #include <uct/ib_gdr/rc_gdr_cuda.h>
+#include "../test_str.h"
 
 #include <ucm/api/ucm.h>
 #include <ucs/memory/memory_type.h>
@@ -81,13 +82,12 @@ extern "C" void ucm_event_dispatch(ucm_event_type_t event_type,
                                    ucm_event_t *event);
 
 /* printf into a string, for the descriptions of checks */
-static std::string ucm_test_str(const char *fmt, ...) UCS_F_PRINTF(1, 2);
 
 #define UCM_TEST_EXPECT(_cond, ...) \
-    EXPECT_TRUE(_cond) << ucm_test_str(__VA_ARGS__)
+    EXPECT_TRUE(_cond) << uct_test_str(__VA_ARGS__)
 
 #define UCM_TEST_FAIL(...) \
-    ADD_FAILURE() << ucm_test_str(__VA_ARGS__)
+    ADD_FAILURE() << uct_test_str(__VA_ARGS__)
 
 
 typedef CUresult (*test_free_func_t)(CUdeviceptr dptr);
@@ -195,17 +195,6 @@ static int             test_threads_running;
 
 static __thread test_thread_t *test_thread_self;
 
-
-static std::string ucm_test_str(const char *fmt, ...)
-{
-    char buf[1024];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    return buf;
-}
 
 /*
  * What identifies the allocation at ptr while it exists: its buffer id, or

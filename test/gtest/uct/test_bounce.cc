@@ -32,6 +32,7 @@
  */
 
 #include "uct_rc_gdr_test.h"
+#include "ucp_pair.h"
 
 #include <uct/ib_gdr/rc_gdr_cuda.h>
 #include <ucp/api/ucp.h>
@@ -1532,22 +1533,15 @@ protected:
     void SetUp() override;
     void TearDown() override;
 
-    /* Waits for a request, progressing both workers; why it failed in why */
-    ucs_status_t wait(void *request);
-
     /* put (or get) with GPU memory on either side and on both */
     void rma_sweep(bool put, unsigned seed);
 
     /* Every RMA lane of A's endpoint is an rc_gdr lane */
     bool rma_on_rc_gdr();
 
-    ucp_context_h   m_context    = nullptr;
-    ucp_worker_h    m_workers[2] = {nullptr, nullptr};
-    ucp_address_t   *m_addr[2]   = {nullptr, nullptr};
-    ucp_ep_h        m_eps[2]     = {nullptr, nullptr};
-    ucp_mem_h       m_mem[2][2]  = {{nullptr, nullptr}, {nullptr, nullptr}};
-    ucp_rkey_h      m_rkey[2]    = {nullptr, nullptr}; /* B's, for A */
-    bounce_region_t m_reg[2][2];                       /* [node][gpu?] */
+    uct_rc_gdr_ucp_pair m_ucp;
+    ucp_rkey_h          m_rkey[2] = {nullptr, nullptr}; /* B's, for A */
+    bounce_region_t     m_reg[2][2];                    /* [node][gpu?] */
 };
 
 
@@ -1555,14 +1549,9 @@ void bounce_ucp::SetUp()
 {
     static const char *names[2][2] = {{"host(A)", "GPU(A)"},
                                       {"host(B)", "GPU(B)"}};
-    ucp_params_t params;
-    ucp_worker_params_t wparams;
-    ucp_ep_params_t ep_params;
-    ucp_mem_map_params_t mparams;
-    ucp_config_t *config;
-    size_t addr_len, rkey_size;
+    const char *what = "";
     ucs_status_t status;
-    void *rkey_buf;
+    ucp_mem_h memh;
     int n, g;
 
     memset(m_reg, 0, sizeof(m_reg));
@@ -1573,33 +1562,8 @@ void bounce_ucp::SetUp()
 
     env_set("UCX_TLS", "rc_gdr,ud_verbs:aux,self");
     env_set("UCX_RC_GDR_REG_METHODS", "dmabuf");
-
-    ASSERT_EQ(UCS_OK, ucp_config_read(NULL, NULL, &config));
-    memset(&params, 0, sizeof(params));
-    params.field_mask = UCP_PARAM_FIELD_FEATURES;
-    params.features   = UCP_FEATURE_RMA;
-    status            = ucp_init(&params, config, &m_context);
-    ucp_config_release(config);
-    ASSERT_EQ(UCS_OK, status) << "ucp_init: " << ucs_status_string(status);
-
-    memset(&wparams, 0, sizeof(wparams));
-    wparams.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wparams.thread_mode = UCS_THREAD_MODE_SINGLE;
-    for (n = 0; n < 2; ++n) {
-        ASSERT_EQ(UCS_OK, ucp_worker_create(m_context, &wparams,
-                                            &m_workers[n]));
-        ASSERT_EQ(UCS_OK, ucp_worker_get_address(m_workers[n], &m_addr[n],
-                                                 &addr_len));
-    }
-    for (n = 0; n < 2; ++n) {
-        memset(&ep_params, 0, sizeof(ep_params));
-        ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-        ep_params.address    = m_addr[1 - n];
-        status               = ucp_ep_create(m_workers[n], &ep_params,
-                                             &m_eps[n]);
-        ASSERT_EQ(UCS_OK, status) << "ucp_ep_create: "
-                                  << ucs_status_string(status);
-    }
+    status = m_ucp.open(UCP_FEATURE_RMA, &what);
+    ASSERT_EQ(UCS_OK, status) << what << ": " << ucs_status_string(status);
 
     for (n = 0; n < 2; ++n) {
         for (g = 0; g < 2; ++g) {
@@ -1607,86 +1571,30 @@ void bounce_ucp::SetUp()
             m_reg[n][g].size = BOUNCE_REGION;
             m_reg[n][g].gpu  = g;
             m_reg[n][g].name = names[n][g];
-            memset(&mparams, 0, sizeof(mparams));
-            mparams.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
-                                 UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-            mparams.address    = m_reg[n][g].buf;
-            mparams.length     = BOUNCE_REGION;
-            ASSERT_EQ(UCS_OK, ucp_mem_map(m_context, &mparams,
-                                          &m_mem[n][g]));
+            ASSERT_EQ(UCS_OK, m_ucp.mem_map(m_reg[n][g].buf, BOUNCE_REGION,
+                                            &memh));
+            if (n == 1) {
+                status = m_ucp.rkey_unpack(memh, &m_rkey[g]);
+                ASSERT_EQ(UCS_OK, status) << "ucp_ep_rkey_unpack: "
+                                          << ucs_status_string(status);
+            }
         }
-    }
-    for (g = 0; g < 2; ++g) {
-        ASSERT_EQ(UCS_OK, ucp_rkey_pack(m_context, m_mem[1][g], &rkey_buf,
-                                        &rkey_size));
-        status = ucp_ep_rkey_unpack(m_eps[0], rkey_buf, &m_rkey[g]);
-        ucp_rkey_buffer_release(rkey_buf);
-        ASSERT_EQ(UCS_OK, status) << "ucp_ep_rkey_unpack: "
-                                  << ucs_status_string(status);
     }
 }
 
 void bounce_ucp::TearDown()
 {
-    ucp_request_param_t rparam;
     int n, g;
 
-    memset(&rparam, 0, sizeof(rparam));
-    for (g = 0; g < 2; ++g) {
-        if (m_rkey[g] != nullptr) {
-            ucp_rkey_destroy(m_rkey[g]);
-        }
-    }
-    for (n = 0; n < 2; ++n) {
-        if (m_eps[n] != nullptr) {
-            wait(ucp_ep_close_nbx(m_eps[n], &rparam));
-        }
-    }
+    m_ucp.close(); /* unmaps, before the buffers go */
     for (n = 0; n < 2; ++n) {
         for (g = 0; g < 2; ++g) {
-            if (m_mem[n][g] != nullptr) {
-                ucp_mem_unmap(m_context, m_mem[n][g]);
-            }
             if (m_reg[n][g].buf != nullptr) {
                 bounce_mem_free(g, m_reg[n][g].buf);
             }
         }
     }
-    for (n = 0; n < 2; ++n) {
-        if (m_addr[n] != nullptr) {
-            ucp_worker_release_address(m_workers[n], m_addr[n]);
-        }
-        if (m_workers[n] != nullptr) {
-            ucp_worker_destroy(m_workers[n]);
-        }
-    }
-    if (m_context != nullptr) {
-        ucp_cleanup(m_context);
-    }
     bounce_test::TearDown();
-}
-
-ucs_status_t bounce_ucp::wait(void *request)
-{
-    double deadline = uct_test_now() + uct_test_timeout_s;
-    ucs_status_t status;
-
-    if (request == NULL) {
-        return UCS_OK;
-    }
-    if (UCS_PTR_IS_ERR(request)) {
-        return UCS_PTR_STATUS(request);
-    }
-    while (((status = ucp_request_check_status(request)) == UCS_INPROGRESS) &&
-           (uct_test_now() < deadline)) {
-        ucp_worker_progress(m_workers[0]);
-        ucp_worker_progress(m_workers[1]);
-    }
-    ucp_request_free(request);
-    if (status == UCS_INPROGRESS) {
-        status = UCS_ERR_TIMED_OUT;
-    }
-    return status;
 }
 
 void bounce_ucp::rma_sweep(bool put, unsigned seed)
@@ -1723,12 +1631,12 @@ void bounce_ucp::rma_sweep(bool put, unsigned seed)
                 bounce_xfer_prepare(&x, seed);
                 local  = x.local->buf + x.loff;
                 remote = (uintptr_t)(x.remote->buf + x.roff);
-                status = wait(put ?
-                              ucp_put_nbx(m_eps[0], local, x.length, remote,
-                                          m_rkey[rg], &rparam) :
-                              ucp_get_nbx(m_eps[0], local, x.length, remote,
-                                          m_rkey[rg], &rparam));
-                flushed = wait(ucp_ep_flush_nbx(m_eps[0], &rparam));
+                status = m_ucp.wait(put ?
+                                    ucp_put_nbx(m_ucp.eps[0], local, x.length,
+                                                remote, m_rkey[rg], &rparam) :
+                                    ucp_get_nbx(m_ucp.eps[0], local, x.length,
+                                                remote, m_rkey[rg], &rparam));
+                flushed = m_ucp.wait(ucp_ep_flush_nbx(m_ucp.eps[0], &rparam));
                 diff.clear();
                 UCT_TEST_EXPECT((status == UCS_OK) && (flushed == UCS_OK) &&
                                 bounce_xfer_verify(&x, seed, true, &diff),
@@ -1754,7 +1662,7 @@ bool bounce_ucp::rma_on_rc_gdr()
     size_t size   = 0;
     FILE *f       = open_memstream(&text, &size);
 
-    ucp_ep_print_info(m_eps[0], f);
+    ucp_ep_print_info(m_ucp.eps[0], f);
     fclose(f);
     for (line = strtok_r(text, "\n", &save); line != NULL;
          line = strtok_r(NULL, "\n", &save)) {
@@ -1802,11 +1710,11 @@ TEST_F(bounce_ucp, rma_lanes_are_rc_gdr)
     ucs_status_t status;
 
     memset(&rparam, 0, sizeof(rparam));
-    status = wait(ucp_put_nbx(m_eps[0], m_reg[0][1].buf, 65536 + 1,
-                              (uintptr_t)m_reg[1][1].buf, m_rkey[1],
-                              &rparam));
+    status = m_ucp.wait(ucp_put_nbx(m_ucp.eps[0], m_reg[0][1].buf, 65536 + 1,
+                                    (uintptr_t)m_reg[1][1].buf, m_rkey[1],
+                                    &rparam));
     ASSERT_EQ(UCS_OK, status) << "a put: " << ucs_status_string(status);
-    ASSERT_EQ(UCS_OK, wait(ucp_ep_flush_nbx(m_eps[0], &rparam)));
+    ASSERT_EQ(UCS_OK, m_ucp.wait(ucp_ep_flush_nbx(m_ucp.eps[0], &rparam)));
     UCT_TEST_EXPECT(rma_on_rc_gdr(),
                     "UCP chose rc_gdr for the RMA lane (ucp_ep_print_info)");
 }

@@ -21,6 +21,7 @@
  */
 
 #include "uct_rc_gdr_test.h"
+#include "ucp_pair.h"
 #include "../test_log.h"
 
 extern "C" {
@@ -542,139 +543,35 @@ void gpu::check_am_zcopy(int expect_bounce)
 
 /* ------------------------------------------------------------- UCP -- */
 
-/* Two UCP workers of one process connected to each other, with one GPU
- * buffer mapped each; what is set is released in reverse */
-struct gpu_ucp_pair {
-    ucp_context_h context  = nullptr;
-    ucp_worker_h  workers[2] = {nullptr, nullptr};
-    ucp_address_t *addr[2] = {nullptr, nullptr};
-    ucp_ep_h      eps[2]   = {nullptr, nullptr};
-    ucp_mem_h     mem[2]   = {nullptr, nullptr};
-    ucp_rkey_h    rkey     = nullptr;
-
-    ucs_status_t wait(void *request);
-    ~gpu_ucp_pair();
-};
-
-ucs_status_t gpu_ucp_pair::wait(void *request)
-{
-    double deadline = uct_test_now() + uct_test_timeout_s;
-    ucs_status_t status;
-
-    if (request == NULL) {
-        return UCS_OK;
-    }
-    if (UCS_PTR_IS_ERR(request)) {
-        return UCS_PTR_STATUS(request);
-    }
-    while (((status = ucp_request_check_status(request)) == UCS_INPROGRESS) &&
-           (uct_test_now() < deadline)) {
-        ucp_worker_progress(workers[0]);
-        ucp_worker_progress(workers[1]);
-    }
-    ucp_request_free(request);
-    return (status == UCS_INPROGRESS) ? UCS_ERR_TIMED_OUT : status;
-}
-
-gpu_ucp_pair::~gpu_ucp_pair()
+void gpu::check_ucp_put_get()
 {
     ucp_request_param_t rparam;
+    uct_rc_gdr_ucp_pair pair;
+    const char *what = "";
+    void *gpu_buf[2];
+    ucp_mem_h memh[2];
+    ucp_rkey_h rkey;
+    ucs_status_t status;
     int i;
 
     rparam.op_attr_mask = 0;
-    if (rkey != nullptr) {
-        ucp_rkey_destroy(rkey);
-    }
-    for (i = 0; i < 2; ++i) {
-        if (eps[i] != nullptr) {
-            wait(ucp_ep_close_nbx(eps[i], &rparam));
-        }
-    }
-    for (i = 0; i < 2; ++i) {
-        if (mem[i] != nullptr) {
-            ucp_mem_unmap(context, mem[i]);
-        }
-        if (addr[i] != nullptr) {
-            ucp_worker_release_address(workers[i], addr[i]);
-        }
-        if (workers[i] != nullptr) {
-            ucp_worker_destroy(workers[i]);
-        }
-    }
-    if (context != nullptr) {
-        ucp_cleanup(context);
-    }
-}
-
-void gpu::check_ucp_put_get()
-{
-    ucp_params_t params;
-    ucp_worker_params_t wparams;
-    ucp_request_param_t rparam;
-    gpu_ucp_pair pair;
-    ucp_config_t *config;
-    size_t addr_len[2], rkey_size;
-    void *gpu_buf[2], *rkey_buf;
-    ucs_status_t status;
-    int i;
-
-    memset(&params, 0, sizeof(params));
-    params.field_mask    = UCP_PARAM_FIELD_FEATURES;
-    params.features      = UCP_FEATURE_RMA;
-    memset(&wparams, 0, sizeof(wparams));
-    wparams.field_mask   = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wparams.thread_mode  = UCS_THREAD_MODE_SINGLE;
-    rparam.op_attr_mask  = 0;
-
-    ASSERT_EQ(UCS_OK, ucp_config_read(NULL, NULL, &config));
-    status = ucp_init(&params, config, &pair.context);
-    ucp_config_release(config);
-    ASSERT_EQ(UCS_OK, status) << "ucp_init: " << ucs_status_string(status);
+    status = pair.open(UCP_FEATURE_RMA, &what);
+    ASSERT_EQ(UCS_OK, status) << what << ": " << ucs_status_string(status);
 
     for (i = 0; i < 2; ++i) {
-        ASSERT_EQ(UCS_OK, ucp_worker_create(pair.context, &wparams,
-                                            &pair.workers[i]));
-        ASSERT_EQ(UCS_OK, ucp_worker_get_address(pair.workers[i],
-                                                 &pair.addr[i],
-                                                 &addr_len[i]));
-    }
-    for (i = 0; i < 2; ++i) {
-        ucp_ep_params_t ep_params;
-
-        memset(&ep_params, 0, sizeof(ep_params));
-        ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-        ep_params.address    = pair.addr[1 - i];
-        status               = ucp_ep_create(pair.workers[i], &ep_params,
-                                             &pair.eps[i]);
-        ASSERT_EQ(UCS_OK, status) << "ucp_ep_create: "
-                                  << ucs_status_string(status);
-    }
-
-    for (i = 0; i < 2; ++i) {
-        ucp_mem_map_params_t mparams;
-
-        gpu_buf[i]         = gpu_alloc(SIZE);
-        memset(&mparams, 0, sizeof(mparams));
-        mparams.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
-                             UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-        mparams.address    = gpu_buf[i];
-        mparams.length     = SIZE;
-        status             = ucp_mem_map(pair.context, &mparams,
-                                         &pair.mem[i]);
+        gpu_buf[i] = gpu_alloc(SIZE);
+        status     = pair.mem_map(gpu_buf[i], SIZE, &memh[i]);
         ASSERT_EQ(UCS_OK, status) << "ucp_mem_map: "
                                   << ucs_status_string(status);
     }
 
-    ASSERT_EQ(UCS_OK, ucp_rkey_pack(pair.context, pair.mem[1], &rkey_buf,
-                                    &rkey_size));
-    status = ucp_ep_rkey_unpack(pair.eps[0], rkey_buf, &pair.rkey);
-    ucp_rkey_buffer_release(rkey_buf);
-    ASSERT_EQ(UCS_OK, status) << "ucp_ep_rkey_unpack";
+    status = pair.rkey_unpack(memh[1], &rkey);
+    ASSERT_EQ(UCS_OK, status) << "ucp_ep_rkey_unpack: "
+                              << ucs_status_string(status);
 
     gpu_fill(gpu_buf[0], SIZE, 5);
     status = pair.wait(ucp_put_nbx(pair.eps[0], gpu_buf[0], SIZE,
-                                   (uintptr_t)gpu_buf[1], pair.rkey,
-                                   &rparam));
+                                   (uintptr_t)gpu_buf[1], rkey, &rparam));
     if (status == UCS_OK) {
         status = pair.wait(ucp_ep_flush_nbx(pair.eps[0], &rparam));
     }
@@ -684,8 +581,7 @@ void gpu::check_ucp_put_get()
 
     gpu_fill(gpu_buf[1], SIZE, 6);
     status = pair.wait(ucp_get_nbx(pair.eps[0], gpu_buf[0], SIZE,
-                                   (uintptr_t)gpu_buf[1], pair.rkey,
-                                   &rparam));
+                                   (uintptr_t)gpu_buf[1], rkey, &rparam));
     if (status == UCS_OK) {
         status = pair.wait(ucp_ep_flush_nbx(pair.eps[0], &rparam));
     }

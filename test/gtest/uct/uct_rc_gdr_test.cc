@@ -14,17 +14,6 @@
 #include <string.h>
 
 
-std::string uct_test_str(const char *fmt, ...)
-{
-    char buf[1024];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    return buf;
-}
-
 static void uct_rc_gdr_test_die(const char *what, ucs_status_t status)
 {
     throw uct_test_setup_error(uct_test_str("set-up failed: %s: %s", what,

@@ -16,6 +16,7 @@
 #define UCT_RC_GDR_TEST_H_
 
 #include "uct_test_util.h"
+#include "../test_str.h"
 
 #include <gtest/gtest.h>
 
@@ -24,9 +25,6 @@
 #include <utility>
 #include <vector>
 
-
-/* printf into a string, for the descriptions of checks */
-std::string uct_test_str(const char *fmt, ...) UCS_F_PRINTF(1, 2);
 
 #define UCT_TEST_EXPECT(_cond, ...) \
     EXPECT_TRUE(_cond) << uct_test_str(__VA_ARGS__)
