@@ -196,6 +196,23 @@ static void bounce_progress(uct_test_node_t *a, uct_test_node_t *b)
     }
 }
 
+/* Progresses a and b until both have every staging buffer back, at most
+ * 10 s; their counters as last read */
+static void bounce_bufs_wait_returned(uct_test_node_t *a, uct_test_node_t *b,
+                                      uct_test_iface_stats_t *sa_p,
+                                      uct_test_iface_stats_t *sb_p)
+{
+    double deadline = uct_test_now() + 10.0;
+
+    do {
+        bounce_progress(a, b);
+        *sa_p = uct_test_iface_stats(a->iface);
+        *sb_p = uct_test_iface_stats(b->iface);
+    } while (((sa_p->bounce_bufs_in_use > 0) ||
+              (sb_p->bounce_bufs_in_use > 0)) &&
+             (uct_test_now() < deadline));
+}
+
 
 /* --------------------------------------------------------- operations -- */
 
@@ -667,16 +684,10 @@ void bounce::zcopy_sweep(const bounce_region_t *local,
 
 void bounce::expect_lane_clean()
 {
-    double deadline = uct_test_now() + 10.0;
     uct_test_iface_stats_t sa, sb;
     uct_test_md_stats_t ma, mb;
 
-    do {
-        bounce_progress(a, b);
-        sa = uct_test_iface_stats(a->iface);
-        sb = uct_test_iface_stats(b->iface);
-    } while (((sa.bounce_bufs_in_use > 0) || (sb.bounce_bufs_in_use > 0)) &&
-             (uct_test_now() < deadline));
+    bounce_bufs_wait_returned(a, b, &sa, &sb);
     UCT_TEST_EXPECT((sa.bounce_bufs_in_use == 0) &&
                     (sb.bounce_bufs_in_use == 0) &&
                     (sa.bounce_bufs_max <= bounce_pool_size()) &&
@@ -1155,7 +1166,6 @@ TEST_P(bounce, counters_count_transfers)
     const bounce_region_t *r[3] = {b_host, b_gpu, b_gpu};
     uct_test_iface_stats_t sa, sb;
     bounce_xfer_t x;
-    double deadline;
     int i, put;
 
     for (i = 0; i < 3; ++i) {
@@ -1171,13 +1181,7 @@ TEST_P(bounce, counters_count_transfers)
         }
     }
 
-    deadline = uct_test_now() + 10.0;
-    do {
-        bounce_progress(a, b);
-        sa = uct_test_iface_stats(a->iface);
-        sb = uct_test_iface_stats(b->iface);
-    } while (((sa.bounce_bufs_in_use > 0) || (sb.bounce_bufs_in_use > 0)) &&
-             (uct_test_now() < deadline));
+    bounce_bufs_wait_returned(a, b, &sa, &sb);
     printf("counters A: %" PRIu64 " bounce transfers (%" PRIu64 " failed), "
            "%" PRIu64 " bytes staged, %" PRIu64 " messages, buffers in use "
            "%" PRIu64 " (at most %" PRIu64 ")\n", sa.bounce_xfers,
