@@ -106,12 +106,13 @@ struct uct_rc_gdr_rcache {
      * across ops->mem_reg, which pins pages in the kernel and may take
      * milliseconds for a large buffer; a waiter spins briefly, then gives
      * its CPU away until the lock is free. A hit takes the lock twice (get
-     * and put), so taking it is one atomic exchange and letting it go a
-     * plain store; the recursion is ours (owner and depth).
+     * and put), so the lock word is the owner's thread id (NULL when free):
+     * taking it is one compare-exchange, whose failure also says whether we
+     * hold it already, and letting it go a plain store. Only the owner
+     * writes its id there, so no other thread ever reads its own.
      */
-    int                           lock;
-    void                          *lock_owner; /* valid while depth > 0 */
-    unsigned                      lock_depth;
+    void                          *lock;
+    unsigned                      lock_depth; /* the owner's re-entries */
 
     /*
      * The lookup structure: an AVL tree of regions keyed by (start, end,
@@ -133,6 +134,7 @@ struct uct_rc_gdr_rcache {
      */
     uct_rc_gdr_rcache_dc_slot_t   *dc;
     unsigned                      dc_bits;
+    uint64_t                      dc_mask;   /* slots - 1 */
     unsigned                      page_shift;
 
     ucs_list_link_t               lru;       /* kept regions, oldest first */
@@ -207,31 +209,6 @@ static struct {
 };
 
 
-/* The lock is held by another thread: spin a little, then yield the CPU
-   between attempts (the holder may be pinning pages for milliseconds) */
-static void uct_rc_gdr_rcache_lock_wait(uct_rc_gdr_rcache_t *rcache)
-{
-    int spins = 0;
-    int value;
-
-    for (;;) {
-        if (__atomic_load_n(&rcache->lock, __ATOMIC_RELAXED) == 0) {
-            value = 0;
-            if (__atomic_compare_exchange_n(&rcache->lock, &value, 1, 0,
-                                            __ATOMIC_ACQUIRE,
-                                            __ATOMIC_RELAXED)) {
-                return;
-            }
-        }
-
-        if (++spins < UCT_RC_GDR_RCACHE_LOCK_SPINS) {
-            UCT_RC_GDR_RCACHE_CPU_RELAX();
-        } else {
-            sched_yield();
-        }
-    }
-}
-
 /* What tells threads apart: the thread pointer where the compiler reads it
    in one instruction, else the pthread id */
 static UCS_F_ALWAYS_INLINE void *uct_rc_gdr_rcache_thread_self(void)
@@ -243,62 +220,75 @@ static UCS_F_ALWAYS_INLINE void *uct_rc_gdr_rcache_thread_self(void)
 #endif
 }
 
+/* Take the lock if it is free or ours; 1 when taken */
+static UCS_F_ALWAYS_INLINE int
+uct_rc_gdr_rcache_lock_try_inline(uct_rc_gdr_rcache_t *rcache, void *self)
+{
+    void *owner = NULL;
+
+    if (ucs_likely(__atomic_compare_exchange_n(&rcache->lock, &owner, self, 0,
+                                               __ATOMIC_ACQUIRE,
+                                               __ATOMIC_RELAXED))) {
+        return 1;
+    }
+
+    if (owner == self) {
+        ++rcache->lock_depth;
+        return 1;
+    }
+
+    return 0;
+}
+
+/* The lock is held by another thread: spin a little, then yield the CPU
+   between attempts (the holder may be pinning pages for milliseconds) */
+static UCS_F_NOINLINE void
+uct_rc_gdr_rcache_lock_wait(uct_rc_gdr_rcache_t *rcache, void *self)
+{
+    int spins = 0;
+
+    for (;;) {
+        if ((__atomic_load_n(&rcache->lock, __ATOMIC_RELAXED) == NULL) &&
+            uct_rc_gdr_rcache_lock_try_inline(rcache, self)) {
+            return;
+        }
+
+        if (++spins < UCT_RC_GDR_RCACHE_LOCK_SPINS) {
+            UCT_RC_GDR_RCACHE_CPU_RELAX();
+        } else {
+            sched_yield();
+        }
+    }
+}
+
 static UCS_F_ALWAYS_INLINE void
 uct_rc_gdr_rcache_lock_inline(uct_rc_gdr_rcache_t *rcache)
 {
     void *self = uct_rc_gdr_rcache_thread_self();
-    int value  = 0;
 
-    /* Another thread never sees its own id here unless it holds the lock:
-       only the owner stores it, and clears the depth before letting go */
-    if ((__atomic_load_n(&rcache->lock_depth, __ATOMIC_RELAXED) > 0) &&
-        (__atomic_load_n(&rcache->lock_owner, __ATOMIC_RELAXED) == self)) {
-        __atomic_store_n(&rcache->lock_depth, rcache->lock_depth + 1,
-                         __ATOMIC_RELAXED);
-        return;
+    if (ucs_unlikely(!uct_rc_gdr_rcache_lock_try_inline(rcache, self))) {
+        uct_rc_gdr_rcache_lock_wait(rcache, self);
     }
-
-    if (ucs_unlikely(!__atomic_compare_exchange_n(&rcache->lock, &value, 1,
-                                                  0, __ATOMIC_ACQUIRE,
-                                                  __ATOMIC_RELAXED))) {
-        uct_rc_gdr_rcache_lock_wait(rcache);
-    }
-    __atomic_store_n(&rcache->lock_owner, self, __ATOMIC_RELAXED);
-    __atomic_store_n(&rcache->lock_depth, 1, __ATOMIC_RELAXED);
 }
 
 static UCS_F_ALWAYS_INLINE void
 uct_rc_gdr_rcache_unlock_inline(uct_rc_gdr_rcache_t *rcache)
 {
-    unsigned depth = rcache->lock_depth; /* ours: only we change it */
-
-    ucs_assert(depth > 0);
-    __atomic_store_n(&rcache->lock_depth, depth - 1, __ATOMIC_RELAXED);
-    if (depth == 1) {
-        __atomic_store_n(&rcache->lock, 0, __ATOMIC_RELEASE);
+    ucs_assert(__atomic_load_n(&rcache->lock, __ATOMIC_RELAXED) ==
+               uct_rc_gdr_rcache_thread_self());
+    if (ucs_unlikely(rcache->lock_depth > 0)) {
+        --rcache->lock_depth;
+        return;
     }
+
+    __atomic_store_n(&rcache->lock, NULL, __ATOMIC_RELEASE);
 }
 
 /* The lock if it is free or ours, without waiting; 1 when taken */
 static int uct_rc_gdr_rcache_trylock(uct_rc_gdr_rcache_t *rcache)
 {
-    void *self = uct_rc_gdr_rcache_thread_self();
-    int value  = 0;
-
-    if ((__atomic_load_n(&rcache->lock_depth, __ATOMIC_RELAXED) > 0) &&
-        (__atomic_load_n(&rcache->lock_owner, __ATOMIC_RELAXED) == self)) {
-        __atomic_store_n(&rcache->lock_depth, rcache->lock_depth + 1,
-                         __ATOMIC_RELAXED);
-        return 1;
-    }
-
-    if (!__atomic_compare_exchange_n(&rcache->lock, &value, 1, 0,
-                                     __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-        return 0;
-    }
-    __atomic_store_n(&rcache->lock_owner, self, __ATOMIC_RELAXED);
-    __atomic_store_n(&rcache->lock_depth, 1, __ATOMIC_RELAXED);
-    return 1;
+    return uct_rc_gdr_rcache_lock_try_inline(rcache,
+                                             uct_rc_gdr_rcache_thread_self());
 }
 
 void uct_rc_gdr_rcache_lock(uct_rc_gdr_rcache_t *rcache)
@@ -1159,12 +1149,11 @@ uct_rc_gdr_rcache_dc_slot(uct_rc_gdr_rcache_t *rcache, uintptr_t start)
 {
     /* Neighbouring pages in neighbouring slots, as a page table keeps them
        (a cache line of slots serves 8 pages), with the higher bits folded
-       in so that strided buffers do not all meet in one slot */
+       in once so that strided buffers do not all meet in one slot (one
+       fold: the hit path pays for each shift) */
     uint64_t page = start >> rcache->page_shift;
 
-    return &rcache->dc[(page ^ (page >> rcache->dc_bits) ^
-                        (page >> (2 * rcache->dc_bits))) &
-                       UCS_MASK(rcache->dc_bits)];
+    return &rcache->dc[(page ^ (page >> rcache->dc_bits)) & rcache->dc_mask];
 }
 
 static void uct_rc_gdr_rcache_dc_fill_visit(uct_rc_gdr_rcache_region_t *region,
@@ -1197,6 +1186,7 @@ static void uct_rc_gdr_rcache_dc_fit(uct_rc_gdr_rcache_t *rcache)
     ucs_free(rcache->dc);
     rcache->dc      = dc;
     rcache->dc_bits = bits;
+    rcache->dc_mask = UCS_MASK(bits);
 
     /* Each entry at its first page, where most gets for it start */
     uct_rc_gdr_rcache_tree_overlap(rcache->root, 0, UINTPTR_MAX,
@@ -1238,6 +1228,7 @@ uct_rc_gdr_rcache_create(const uct_rc_gdr_rcache_params_t *params,
     }
 
     rcache->dc_bits = UCT_RC_GDR_RCACHE_DC_MIN_BITS;
+    rcache->dc_mask = UCS_MASK(rcache->dc_bits);
     rcache->dc      = ucs_calloc(UCS_BIT(rcache->dc_bits), sizeof(*rcache->dc),
                                  "rc_gdr_rcache_dc");
     if (rcache->dc == NULL) {
@@ -1246,7 +1237,7 @@ uct_rc_gdr_rcache_create(const uct_rc_gdr_rcache_params_t *params,
         goto err_free_name;
     }
 
-    rcache->lock       = 0;
+    rcache->lock       = NULL;
     rcache->lock_depth = 0;
     ucs_list_head_init(&rcache->lru);
     ucs_list_head_init(&rcache->regions);
@@ -1425,11 +1416,12 @@ uct_rc_gdr_rcache_lookup(uct_rc_gdr_rcache_t *rcache,
     }
 }
 
-ucs_status_t
-uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
-                      size_t length, int mem_type, uint64_t buffer_id,
-                      unsigned access, unsigned flags,
-                      uct_rc_gdr_rcache_handle_t *handle_p)
+/* Every get the hit path below does not serve */
+static UCS_F_NOINLINE ucs_status_t
+uct_rc_gdr_rcache_get_slow(uct_rc_gdr_rcache_t *rcache, void *address,
+                           size_t length, int mem_type, uint64_t buffer_id,
+                           unsigned access, unsigned flags,
+                           uct_rc_gdr_rcache_handle_t *handle_p)
 {
     uintptr_t addr_start = (uintptr_t)address;
     uct_rc_gdr_rcache_lookup_t lookup;
@@ -1530,6 +1522,77 @@ miss_init:
 out_unlock:
     uct_rc_gdr_rcache_unlock_inline(rcache);
     return status;
+}
+
+/*
+ * The hit of a repeated get, as short as it can be: one probe of the direct
+ * cache and one handle slot, under one lock exchange. Anything else (a miss,
+ * bad input, a walk, a tracked region, no free slot) takes the slow path,
+ * which starts over.
+ */
+ucs_status_t
+uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
+                      size_t length, int mem_type, uint64_t buffer_id,
+                      unsigned access, unsigned flags,
+                      uct_rc_gdr_rcache_handle_t *handle_p)
+{
+    uintptr_t addr_start = (uintptr_t)address;
+    uintptr_t last       = addr_start + length - 1;
+    uintptr_t start      = ucs_align_down_pow2(addr_start, rcache->page_size);
+    uct_rc_gdr_rcache_region_t *region;
+    uct_rc_gdr_rcache_ref_t *ref;
+
+    /* A region holds whole pages, so end > last means it holds the page of
+       last, and nothing that wraps the address space gets this far */
+    if (ucs_unlikely(!(flags & UCT_RC_GDR_RCACHE_GET_FLAG_SHARE) ||
+                     (length == 0) || (last < addr_start))) {
+        goto slow;
+    }
+
+    uct_rc_gdr_rcache_lock_inline(rcache);
+    region = *uct_rc_gdr_rcache_dc_slot(rcache, start);
+    ref    = rcache->free_refs;
+    if (ucs_unlikely((region == NULL) || (ref == NULL) ||
+                     ((region->flags &
+                       (UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE |
+                        UCT_RC_GDR_RCACHE_REGION_FLAG_CONTESTED |
+                        UCT_RC_GDR_RCACHE_REGION_FLAG_TRACKED)) !=
+                      UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE) ||
+                     (region->start > start) || (region->end <= last) ||
+                     (region->buffer_id != buffer_id) ||
+                     (region->mem_type != mem_type) ||
+                     ((region->access & access) != access))) {
+        uct_rc_gdr_rcache_unlock_inline(rcache);
+        goto slow;
+    }
+
+    rcache->free_refs = ref->next;
+    ref->region       = region;
+    ref->address      = addr_start;
+    ref->length       = length;
+    ref->priv         = 0;
+    if (ucs_unlikely(region->refcount++ == 0)) {
+        uct_rc_gdr_rcache_lru_del(rcache, region); /* a kept one, back */
+    }
+    if (ucs_unlikely(addr_start < region->used_start)) {
+        region->used_start = addr_start;
+    }
+    if (ucs_unlikely(last >= region->used_end)) {
+        region->used_end = last + 1;
+    }
+    ++rcache->stats.handles;
+    ++rcache->stats.hits;
+    ++rcache->stats.fast_hits;
+    *handle_p = ref->handle;
+    ucs_trace("rcache %s: hit %p length %zu: " UCT_RC_GDR_RCACHE_REGION_FMT,
+              rcache->name, address, length,
+              UCT_RC_GDR_RCACHE_REGION_ARG(region));
+    uct_rc_gdr_rcache_unlock_inline(rcache);
+    return UCS_OK;
+
+slow:
+    return uct_rc_gdr_rcache_get_slow(rcache, address, length, mem_type,
+                                      buffer_id, access, flags, handle_p);
 }
 
 void uct_rc_gdr_rcache_region_no_keep(uct_rc_gdr_rcache_region_t *region)
