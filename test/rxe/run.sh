@@ -193,7 +193,7 @@ test_mpi() {
         -x UCX_TLS=rc_gdr,ud_verbs:aux,self -x UCX_LOG_LEVEL=info \
         "$B/test/mpi/mpi_verify" > "$LOG/mpi.out" 2>&1
     local rc=$?
-    grep -E '^(PASS|FAIL|verification)|rc_gdr:' "$LOG/mpi.out"
+    grep -E '^(ok|BAD|verification)|rc_gdr:' "$LOG/mpi.out"
     [ "$rc" = 0 ] && grep -q '^verification: PASSED' "$LOG/mpi.out" &&
         grep -Eq 'rc_gdr: rxe[01]:1 closed: [1-9][0-9]* work requests' \
             "$LOG/mpi.out"
@@ -208,7 +208,7 @@ test_mpi_threads() {
         -x UCX_TLS=rc_gdr,ud_verbs:aux,self -x UCX_LOG_LEVEL=info \
         "$B/test/mpi/mpi_verify" --threads > "$LOG/mpi_threads.out" 2>&1
     local rc=$?
-    grep -E '^(PASS|FAIL|verification)|rc_gdr:' "$LOG/mpi_threads.out"
+    grep -E '^(ok|BAD|verification)|rc_gdr:' "$LOG/mpi_threads.out"
     [ "$rc" = 0 ] && grep -q '^verification: PASSED' "$LOG/mpi_threads.out" &&
         grep -Eq 'rc_gdr: rxe[01]:1 closed: [1-9][0-9]* work requests' \
             "$LOG/mpi_threads.out"
@@ -242,7 +242,7 @@ test_mpi_gpu() {
         -x RC_GDR_CUDA_LIBRARY -x UCX_RC_GDR_REG_METHODS \
         "$B/test/mpi/mpi_verify" --gpu > "$LOG/mpi_gpu.out" 2>&1
     local rc=$?
-    grep -E '^(PASS|FAIL|verification)|rc_gdr:' "$LOG/mpi_gpu.out"
+    grep -E '^(ok|BAD|verification)|rc_gdr:' "$LOG/mpi_gpu.out"
     [ "$rc" = 0 ] && grep -q '^verification: PASSED' "$LOG/mpi_gpu.out"
 }
 

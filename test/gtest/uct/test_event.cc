@@ -16,6 +16,7 @@
  * See file LICENSE for terms.
  */
 
+#include "ucp_pair.h"
 #include "uct_rc_gdr_test.h"
 #include "../test_log.h"
 
@@ -523,27 +524,13 @@ protected:
     void SetUp() override;
     void TearDown() override;
 
-    /* Closes the endpoints, workers and context that are open */
-    void ucp_close();
-
 public:
-    /* The request's status, progressing the workers, bounded */
-    ucs_status_t wait_req(ucp_worker_h *workers, int count, void *req);
-
-protected:
-
-    ucp_context_h m_context   = NULL;
-    ucp_worker_h m_workers[2] = {NULL, NULL};
-    ucp_address_t *m_addr[2]  = {NULL, NULL};
-    size_t m_addr_len[2]      = {0, 0};
-    ucp_ep_h m_eps[2]         = {NULL, NULL};
+    uct_rc_gdr_ucp_pair m_ucp;
 };
 
 
 typedef struct {
     event_ucp    *test;
-    ucp_worker_h worker;
-    ucp_ep_h     ep;
     double       delay_s;
     uint64_t     value;
     ucs_status_t status;
@@ -586,59 +573,8 @@ void event_ucp::SetUp()
 
 void event_ucp::TearDown()
 {
-    ucp_close();
+    m_ucp.close();
     uct_rc_gdr_test::TearDown();
-}
-
-void event_ucp::ucp_close()
-{
-    ucp_request_param_t cparam;
-    int i;
-
-    cparam.op_attr_mask = 0;
-    for (i = 0; i < 2; ++i) {
-        if (m_eps[i] != NULL) {
-            wait_req(m_workers, 2, ucp_ep_close_nbx(m_eps[i], &cparam));
-            m_eps[i] = NULL;
-        }
-    }
-    for (i = 0; i < 2; ++i) {
-        if (m_addr[i] != NULL) {
-            ucp_worker_release_address(m_workers[i], m_addr[i]);
-            m_addr[i] = NULL;
-        }
-        if (m_workers[i] != NULL) {
-            ucp_worker_destroy(m_workers[i]);
-            m_workers[i] = NULL;
-        }
-    }
-    if (m_context != NULL) {
-        ucp_cleanup(m_context);
-        m_context = NULL;
-    }
-}
-
-ucs_status_t event_ucp::wait_req(ucp_worker_h *workers, int count, void *req)
-{
-    double deadline = uct_test_now() + uct_test_timeout_s;
-    ucs_status_t status;
-    int i;
-
-    if (!UCS_PTR_IS_PTR(req)) {
-        return UCS_PTR_STATUS(req);
-    }
-
-    while (((status = ucp_request_check_status(req)) == UCS_INPROGRESS) &&
-           (uct_test_now() < deadline)) {
-        for (i = 0; i < count; ++i) {
-            ucp_worker_progress(workers[i]);
-        }
-    }
-    if (status == UCS_INPROGRESS) {
-        return UCS_ERR_TIMED_OUT; /* the request is left behind */
-    }
-    ucp_request_free(req);
-    return status;
 }
 
 static void *event_ucp_sender_thread(void *arg)
@@ -649,10 +585,11 @@ static void *event_ucp_sender_thread(void *arg)
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
     param.cb.send      = event_ucp_send_cb;
     usleep((useconds_t)(s->delay_s * 1e6));
-    s->status = s->test->wait_req(&s->worker, 1,
-                                  ucp_tag_send_nbx(s->ep, &s->value,
-                                                   sizeof(s->value), 1,
-                                                   &param));
+    s->status = s->test->m_ucp.wait(ucp_tag_send_nbx(s->test->m_ucp.eps[0],
+                                                     &s->value,
+                                                     sizeof(s->value), 1,
+                                                     &param),
+                                    0);
     return NULL;
 }
 
@@ -666,25 +603,18 @@ TEST_F(event_ucp, worker_wait_wakes_for_tag_message)
 {
     static const char *closed_re =
             "^rc_gdr: [^ ]+ closed: [1-9][0-9]* work requests";
-    ucp_params_t params;
-    /* serialized, not single: worker 0 is set up here and then used by the
-     * sender thread, and newer UCX asserts a single worker's owner */
-    ucp_worker_params_t wparams;
+    ucp_worker_h *workers = m_ucp.workers;
     ucp_request_param_t sparam, rparam;
     event_ucp_sender_t sender;
     std::vector<std::string> closed;
     ucs_status_t status, wstatus;
     uint64_t value, got = 0;
     double start, elapsed;
-    ucp_config_t *config;
+    const char *what = "";
     pthread_t thread;
     int efd, i, waits;
     void *req;
 
-    params.field_mask    = UCP_PARAM_FIELD_FEATURES;
-    params.features      = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
-    wparams.field_mask   = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wparams.thread_mode  = UCS_THREAD_MODE_SERIALIZED;
     sparam.op_attr_mask  = UCP_OP_ATTR_FIELD_CALLBACK;
     sparam.cb.send       = event_ucp_send_cb;
     rparam.op_attr_mask  = UCP_OP_ATTR_FIELD_CALLBACK;
@@ -697,64 +627,44 @@ TEST_F(event_ucp, worker_wait_wakes_for_tag_message)
     {
         log_capture log(UCS_LOG_LEVEL_INFO);
 
-        ASSERT_EQ(UCS_OK, ucp_config_read(NULL, NULL, &config));
-        status = ucp_init(&params, config, &m_context);
-        ucp_config_release(config);
-        ASSERT_EQ(UCS_OK, status) << "ucp_init: "
-                                  << ucs_status_string(status);
-
-        for (i = 0; i < 2; ++i) {
-            status = ucp_worker_create(m_context, &wparams, &m_workers[i]);
-            ASSERT_EQ(UCS_OK, status) << "ucp_worker_create: "
-                                      << ucs_status_string(status);
-            status = ucp_worker_get_address(m_workers[i], &m_addr[i],
-                                            &m_addr_len[i]);
-            ASSERT_EQ(UCS_OK, status) << "ucp_worker_get_address: "
-                                      << ucs_status_string(status);
-        }
-
         /* WAKEUP needs lanes with events: without them UCP finds no
-         * transport for its active messages */
-        for (i = 0; (i < 2) && (status == UCS_OK); ++i) {
-            ucp_ep_params_t ep_params;
-
-            ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-            ep_params.address    = m_addr[1 - i];
-            status = ucp_ep_create(m_workers[i], &ep_params, &m_eps[i]);
-        }
-        ASSERT_EQ(UCS_OK, status) << "ucp_ep_create with UCP_FEATURE_WAKEUP: "
+         * transport for its active messages. Serialized, not single:
+         * worker 0 is set up here and then used by the sender thread, and
+         * newer UCX asserts a single worker's owner. */
+        status = m_ucp.open(UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP, &what,
+                            UCS_THREAD_MODE_SERIALIZED);
+        ASSERT_EQ(UCS_OK, status) << what << " with UCP_FEATURE_WAKEUP: "
                                   << ucs_status_string(status);
 
         /* wire-up, both ways, both workers progressing */
         for (i = 0; i < 2; ++i) {
             value  = i;
-            req    = ucp_tag_recv_nbx(m_workers[1 - i], &got, sizeof(got), 0,
+            req    = ucp_tag_recv_nbx(workers[1 - i], &got, sizeof(got), 0,
                                       0, &rparam);
-            status = wait_req(m_workers, 2,
-                              ucp_tag_send_nbx(m_eps[i], &value,
-                                               sizeof(value), 0, &sparam));
+            status = m_ucp.wait(ucp_tag_send_nbx(m_ucp.eps[i], &value,
+                                                 sizeof(value), 0, &sparam));
             if (status == UCS_OK) {
-                status = wait_req(m_workers, 2, req);
+                status = m_ucp.wait(req);
             }
             ASSERT_EQ(UCS_OK, status) << "ucp wire-up message: "
                                       << ucs_status_string(status);
         }
 
-        status = ucp_worker_get_efd(m_workers[1], &efd);
+        status = ucp_worker_get_efd(workers[1], &efd);
         ASSERT_EQ(UCS_OK, status) << "ucp_worker_get_efd: "
                                   << ucs_status_string(status);
 
         /* the receiver: the idiom of ucp_worker_arm's documentation */
         got = 0;
-        req = ucp_tag_recv_nbx(m_workers[1], &got, sizeof(got), 1,
+        req = ucp_tag_recv_nbx(workers[1], &got, sizeof(got), 1,
                                (ucp_tag_t)-1, &rparam);
         ASSERT_FALSE(UCS_PTR_IS_ERR(req)) << "ucp_tag_recv_nbx: "
                 << ucs_status_string(UCS_PTR_STATUS(req));
         start = uct_test_now();
         do {
-            while (ucp_worker_progress(m_workers[1]) != 0) {
+            while (ucp_worker_progress(workers[1]) != 0) {
             }
-            status = ucp_worker_arm(m_workers[1]);
+            status = ucp_worker_arm(workers[1]);
         } while ((status == UCS_ERR_BUSY) &&
                  (uct_test_now() < start + uct_test_timeout_s));
         UCT_TEST_EXPECT(status == UCS_OK, "ucp_worker_arm once idle (%s)",
@@ -764,8 +674,6 @@ TEST_F(event_ucp, worker_wait_wakes_for_tag_message)
                         EVENT_QUIET_S);
 
         /* the sender posts after a delay, from its own thread and worker */
-        sender.worker = m_workers[0];
-        sender.ep     = m_eps[0];
         ASSERT_EQ(0, pthread_create(&thread, NULL, event_ucp_sender_thread,
                                     &sender));
 
@@ -777,12 +685,12 @@ TEST_F(event_ucp, worker_wait_wakes_for_tag_message)
         while ((ucp_request_check_status(req) == UCS_INPROGRESS) &&
                (uct_test_now() < start + EVENT_WAKE_TIMEOUT_S) &&
                (wstatus == UCS_OK)) {
-            while (ucp_worker_progress(m_workers[1]) != 0) {
+            while (ucp_worker_progress(workers[1]) != 0) {
             }
             if (ucp_request_check_status(req) != UCS_INPROGRESS) {
                 break;
             }
-            wstatus = ucp_worker_wait(m_workers[1]); /* blocks: no timeout */
+            wstatus = ucp_worker_wait(workers[1]); /* blocks: no timeout */
             ++waits;
         }
         elapsed = uct_test_now() - start;
@@ -802,7 +710,7 @@ TEST_F(event_ucp, worker_wait_wakes_for_tag_message)
         }
 
         /* closed here, while the log is captured */
-        ucp_close();
+        m_ucp.close();
         closed = event_log_grep(closed_re);
     }
 

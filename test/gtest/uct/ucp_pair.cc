@@ -15,7 +15,8 @@ uct_rc_gdr_ucp_pair::~uct_rc_gdr_ucp_pair()
     close();
 }
 
-ucs_status_t uct_rc_gdr_ucp_pair::open(uint64_t features, const char **what_p)
+ucs_status_t uct_rc_gdr_ucp_pair::open(uint64_t features, const char **what_p,
+                                       ucs_thread_mode_t thread_mode)
 {
     ucp_worker_params_t wparams;
     ucp_ep_params_t ep_params;
@@ -43,7 +44,7 @@ ucs_status_t uct_rc_gdr_ucp_pair::open(uint64_t features, const char **what_p)
 
     memset(&wparams, 0, sizeof(wparams));
     wparams.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wparams.thread_mode = UCS_THREAD_MODE_SINGLE;
+    wparams.thread_mode = thread_mode;
     for (i = 0; i < 2; ++i) {
         status = ucp_worker_create(context, &wparams, &workers[i]);
         if (status != UCS_OK) {
@@ -110,7 +111,7 @@ ucs_status_t uct_rc_gdr_ucp_pair::rkey_unpack(ucp_mem_h memh,
     return status;
 }
 
-ucs_status_t uct_rc_gdr_ucp_pair::wait(void *request)
+ucs_status_t uct_rc_gdr_ucp_pair::wait(void *request, int worker)
 {
     double deadline = uct_test_now() + uct_test_timeout_s;
     ucs_status_t status;
@@ -125,8 +126,11 @@ ucs_status_t uct_rc_gdr_ucp_pair::wait(void *request)
 
     while (((status = ucp_request_check_status(request)) == UCS_INPROGRESS) &&
            (uct_test_now() < deadline)) {
-        ucp_worker_progress(workers[0]);
-        ucp_worker_progress(workers[1]);
+        for (int i = 0; i < 2; ++i) {
+            if ((worker < 0) || (worker == i)) {
+                ucp_worker_progress(workers[i]);
+            }
+        }
     }
     ucp_request_free(request);
     return (status == UCS_INPROGRESS) ? UCS_ERR_TIMED_OUT : status;

@@ -21,8 +21,10 @@ public:
     ~uct_rc_gdr_ucp_pair();
 
     /* A context with features (UCX_TLS and the rest from the environment),
-     * two workers, an endpoint each way; *what_p names a step that failed */
-    ucs_status_t open(uint64_t features, const char **what_p);
+     * two workers of thread_mode, an endpoint each way; *what_p names a
+     * step that failed */
+    ucs_status_t open(uint64_t features, const char **what_p,
+                      ucs_thread_mode_t thread_mode = UCS_THREAD_MODE_SINGLE);
 
     /* Maps [buf, +length) in the context */
     ucs_status_t mem_map(void *buf, size_t length, ucp_mem_h *memh_p);
@@ -30,8 +32,9 @@ public:
     /* memh's key, unpacked at eps[0]: worker 0 reaches worker 1's memory */
     ucs_status_t rkey_unpack(ucp_mem_h memh, ucp_rkey_h *rkey_p);
 
-    /* The status of request, both workers progressed until it completes */
-    ucs_status_t wait(void *request);
+    /* The status of request, both workers (or only workers[worker])
+     * progressed until it completes */
+    ucs_status_t wait(void *request, int worker = -1);
 
     void close();
 
