@@ -63,31 +63,10 @@ if [ ! -x "$bench" ]; then
     exit 2
 fi
 
-log() { echo "== $*"; }
-
-log "host $(hostname), $(uname -r), $(. /etc/os-release 2>/dev/null;
-                                       echo "${PRETTY_NAME:-unknown OS}")," \
-    "$(nproc) CPUs"
-if command -v nvidia-smi >/dev/null 2>&1; then
-    gpu_fields=index,name,pci.bus_id,driver_version
-    gpu_fields+=,pcie.link.gen.current,pcie.link.width.current
-    nvidia-smi --query-gpu=$gpu_fields --format=csv,noheader 2>&1 |
-        sed 's/^/== gpu /'
-else
-    log "nvidia-smi not found"
-fi
-
-if [ -n "$lib_dir" ]; then
-    lib_dir=$(cd "$lib_dir" && pwd) || exit 2
-    export LD_LIBRARY_PATH="$lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-ldd "$bench" 2>&1 | awk '/=>/{print "== lib", $1, "->", $3}' |
-    grep -E 'libuc[stm]|libibverbs|not'
-missing=$(ldd "$bench" 2>&1 | awk '/not found/{print $1}')
-if [ -n "$missing" ]; then
-    echo "bench-stage: missing libraries (pass -l LIBDIR):" $missing >&2
-    exit 2
-fi
+. "$repo_dir/contrib/lib/gpu_host.sh"
+gpu_host_describe \
+    index,name,pci.bus_id,driver_version,pcie.link.gen.current,pcie.link.width.current
+gpu_host_libs "$bench" "$lib_dir" || exit 2
 
 if [ $emulated -eq 1 ]; then
     fake="$(cd "$build_dir" && pwd)/test/mocks/libcuda.so.1"
@@ -96,9 +75,7 @@ if [ $emulated -eq 1 ]; then
     bench_args=("--emulated=$fake" "${bench_args[@]}")
     log "EMULATED driver $fake: numbers are memcpy speeds, not a GPU's"
 else
-    log "driver library: ${RC_GDR_CUDA_LIBRARY:-libcuda.so.1}" \
-        "($(ldconfig -p 2>/dev/null |
-            awk '/libcuda\.so\.1 /{print $NF; exit}'))"
+    gpu_host_driver
 fi
 
 tmp_log=$(mktemp)

@@ -51,32 +51,10 @@ if [ ! -x "$gtest_bin" ]; then
     exit 2
 fi
 
-log() { echo "== $*"; }
-
-log "host $(hostname), $(uname -r), $(. /etc/os-release 2>/dev/null;
-                                       echo "${PRETTY_NAME:-unknown OS}")"
-if command -v nvidia-smi >/dev/null 2>&1; then
-    nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total \
-               --format=csv,noheader 2>&1 | sed 's/^/== gpu /'
-else
-    log "nvidia-smi not found"
-fi
-log "driver library: ${RC_GDR_CUDA_LIBRARY:-libcuda.so.1}" \
-    "($(ldconfig -p 2>/dev/null | awk '/libcuda\.so\.1 /{print $NF; exit}'))"
-
-# The libraries the binary links (UCX, rdma-core) may be missing here, or be
-# of another release than the one it was built against
-if [ -n "$lib_dir" ]; then
-    lib_dir=$(cd "$lib_dir" && pwd)
-    export LD_LIBRARY_PATH="$lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-ldd "$gtest_bin" 2>&1 | awk '/=>/{print "== lib", $1, "->", $3}' |
-    grep -E 'libuc[stm]|libibverbs|not'
-missing=$(ldd "$gtest_bin" 2>&1 | awk '/not found/{print $1}')
-if [ -n "$missing" ]; then
-    echo "missing libraries (pass -l LIBDIR):" $missing >&2
-    exit 2
-fi
+. "$repo_dir/contrib/lib/gpu_host.sh"
+gpu_host_describe
+gpu_host_driver
+gpu_host_libs "$gtest_bin" "$lib_dir" || exit 2
 
 tmp_log=$(mktemp)
 trap 'rm -f "$tmp_log"' EXIT

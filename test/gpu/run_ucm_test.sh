@@ -59,30 +59,10 @@ if [ ! -x "$test_bin" ]; then
     exit 2
 fi
 
-log() { echo "== $*"; }
-
-log "host $(hostname), $(uname -r), $(. /etc/os-release 2>/dev/null;
-                                       echo "${PRETTY_NAME:-unknown OS}")"
-if command -v nvidia-smi >/dev/null 2>&1; then
-    nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version \
-               --format=csv,noheader 2>&1 | sed 's/^/== gpu /'
-else
-    log "nvidia-smi not found"
-fi
-log "driver library: ${RC_GDR_CUDA_LIBRARY:-libcuda.so.1}" \
-    "($(ldconfig -p 2>/dev/null | awk '/libcuda\.so\.1 /{print $NF; exit}'))"
-
-if [ -n "$lib_dir" ]; then
-    lib_dir=$(cd "$lib_dir" && pwd)
-    export LD_LIBRARY_PATH="$lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-ldd "$test_bin" 2>&1 | awk '/=>/{print "== lib", $1, "->", $3}' |
-    grep -E 'libuc[stm]|libibverbs|not'
-missing=$(ldd "$test_bin" 2>&1 | awk '/not found/{print $1}')
-if [ -n "$missing" ]; then
-    echo "missing libraries (pass -l LIBDIR):" $missing >&2
-    exit 2
-fi
+. "$repo_dir/contrib/lib/gpu_host.sh"
+gpu_host_describe index,name,pci.bus_id,driver_version
+gpu_host_driver
+gpu_host_libs "$test_bin" "$lib_dir" || exit 2
 
 if [ -n "$out_dir" ]; then
     mkdir -p "$out_dir" && out_dir=$(cd "$out_dir" && pwd)
