@@ -128,6 +128,25 @@ static long count_bad(const unsigned char *buf, size_t size, int from_rank)
 }
 
 
+/* What rank 1 - rank sent into buf (copied out to check), verified on both
+ * ranks: the bad bytes of the two, and rank 0's line for what */
+static long verify_exchange(const void *buf, unsigned char *check,
+                            size_t size, int rank, const char *what)
+{
+    long bad, total_bad;
+
+    buf_read(check, buf, size);
+    bad = count_bad(check, size, 1 - rank);
+    MPI_Allreduce(&bad, &total_bad, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) {
+        printf("%s %s %zu bytes%s (%ld bad bytes)\n",
+               total_bad ? "BAD" : "ok", what, size,
+               g_gpu ? " GPU->GPU" : "", total_bad);
+    }
+    return total_bad;
+}
+
+
 #define THREADS        4
 #define THREAD_ROUNDS  8
 
@@ -205,7 +224,7 @@ static int run_threads(int rank)
 int main(int argc, char **argv)
 {
     unsigned char *sbuf, *rbuf, *win_buf, *host, *check;
-    long bad, total_bad, all_bad = 0;
+    long bad, all_bad = 0;
     int rank, nranks, peer;
     size_t size, i, min_size;
     MPI_Win win;
@@ -260,15 +279,7 @@ int main(int argc, char **argv)
         buf_write(rbuf, host, size);
         MPI_Sendrecv(sbuf, (int)size, MPI_BYTE, peer, 1, rbuf, (int)size,
                      MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        buf_read(check, rbuf, size);
-        bad = count_bad(check, size, peer);
-        MPI_Allreduce(&bad, &total_bad, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-        all_bad += total_bad;
-        if (rank == 0) {
-            printf("%s sendrecv %zu bytes%s (%ld bad bytes)\n",
-                   total_bad ? "BAD" : "ok", size,
-                   g_gpu ? " GPU->GPU" : "", total_bad);
-        }
+        all_bad += verify_exchange(rbuf, check, size, rank, "sendrecv");
     }
 
     /* One-sided: each rank puts its pattern into the peer's window, then
@@ -289,27 +300,15 @@ int main(int argc, char **argv)
     MPI_Win_fence(0, win);
     MPI_Put(sbuf, (int)size, MPI_BYTE, peer, 0, (int)size, MPI_BYTE, win);
     MPI_Win_fence(0, win);
-    buf_read(check, win_buf, size);
-    bad = count_bad(check, size, peer);
-    MPI_Allreduce(&bad, &total_bad, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-    all_bad += total_bad;
-    if (rank == 0) {
-        printf("%s MPI_Put %zu bytes (%ld bad bytes)\n",
-               total_bad ? "BAD" : "ok", size, total_bad);
-    }
+    all_bad += verify_exchange(win_buf, check, size, rank, "MPI_Put");
 
     memset(host, 0, size);
     buf_write(rbuf, host, size);
     MPI_Win_fence(0, win);
     MPI_Get(rbuf, (int)size, MPI_BYTE, peer, size, (int)size, MPI_BYTE, win);
     MPI_Win_fence(0, win);
-    buf_read(check, rbuf, size);
-    bad = count_bad(check, size, peer);
-    MPI_Allreduce(&bad, &total_bad, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-    all_bad += total_bad;
+    all_bad += verify_exchange(rbuf, check, size, rank, "MPI_Get");
     if (rank == 0) {
-        printf("%s MPI_Get %zu bytes (%ld bad bytes)\n",
-               total_bad ? "BAD" : "ok", size, total_bad);
         printf("verification: %s\n", all_bad ? "FAILED" : "PASSED");
     }
 
