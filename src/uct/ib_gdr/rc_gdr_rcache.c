@@ -1416,7 +1416,7 @@ uct_rc_gdr_rcache_lookup(uct_rc_gdr_rcache_t *rcache,
     }
 }
 
-/* Every get the hit path below does not serve */
+/* Every get the hit path (uct_rc_gdr_rcache_get) does not serve */
 static UCS_F_NOINLINE ucs_status_t
 uct_rc_gdr_rcache_get_slow(uct_rc_gdr_rcache_t *rcache, void *address,
                            size_t length, int mem_type, uint64_t buffer_id,
@@ -1441,21 +1441,8 @@ uct_rc_gdr_rcache_get_slow(uct_rc_gdr_rcache_t *rcache, void *address,
         goto miss;
     }
 
-    /* The direct cache answers for a region in the tree that contains the
-       request, with nothing of another identity overlapping it */
-    region = *uct_rc_gdr_rcache_dc_slot(rcache, start);
-    if (ucs_likely((region != NULL) &&
-                   ((region->flags & (UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE |
-                                      UCT_RC_GDR_RCACHE_REGION_FLAG_CONTESTED))
-                    == UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE) &&
-                   (region->start <= start) && (region->end >= end) &&
-                   (region->buffer_id == buffer_id) &&
-                   (region->mem_type == mem_type) &&
-                   ((region->access & access) == access))) {
-        ++rcache->stats.fast_hits;
-        goto hit;
-    }
-
+    /* What the hit path did not serve (a tracked region, a contested one,
+       no free handle slot) walks the tree */
     uct_rc_gdr_rcache_lookup_init(&lookup, start, end, addr_start, length,
                                   mem_type, buffer_id, access, flags);
     region = uct_rc_gdr_rcache_lookup(rcache, &lookup);
@@ -1466,7 +1453,6 @@ uct_rc_gdr_rcache_get_slow(uct_rc_gdr_rcache_t *rcache, void *address,
     /* The table may have moved if releasing stale regions re-entered */
     *uct_rc_gdr_rcache_dc_slot(rcache, start) = region;
 
-hit:
     status = uct_rc_gdr_rcache_ref_get(rcache, region, addr_start, length,
                                        handle_p);
     if (ucs_unlikely(status != UCS_OK)) {
