@@ -33,6 +33,7 @@
  */
 
 #include "uct_rc_gdr_test.h"
+#include "../test_log.h"
 
 #include <ucs/debug/log_def.h>
 #include <ucs/sys/math.h>
@@ -592,25 +593,6 @@ TEST_F(contract, invalidate_error_reported_through_flush)
 
 /* -------------------------------------------------------------- limits -- */
 
-static int contract_length_errors;
-
-/* Counts the errors that name a length, and hides every expected error */
-static ucs_log_func_rc_t
-contract_length_logger(const char *file, unsigned line, const char *function,
-                       ucs_log_level_t level,
-                       const ucs_log_component_config_t *comp_conf,
-                       const char *message, va_list ap)
-{
-    char text[256];
-
-    if (level != UCS_LOG_LEVEL_ERROR) {
-        return UCS_LOG_FUNC_RC_CONTINUE;
-    }
-    vsnprintf(text, sizeof(text), message, ap);
-    contract_length_errors += (strstr(text, "length") != NULL);
-    return UCS_LOG_FUNC_RC_STOP;
-}
-
 TEST_F(contract, limits_over_max_short_refused_naming_length)
 {
     size_t am_max, put_max;
@@ -628,27 +610,29 @@ TEST_F(contract, limits_over_max_short_refused_naming_length)
     UCT_TEST_EXPECT(status == UCS_OK, "limits: am_short of max_short %zu "
                     "bytes (%s)", am_max, ucs_status_string(status));
 
-    contract_length_errors = 0;
-    ucs_log_push_handler(contract_length_logger);
-    status = uct_ep_am_short(a->ep, AM_ID, 0, data.data(),
-                             am_max + 1 - sizeof(uint64_t));
-    ucs_log_pop_handler();
-    UCT_TEST_EXPECT((status == UCS_ERR_INVALID_PARAM) &&
-                    (contract_length_errors == 1),
-                    "limits: am_short of max_short + 1 refused, naming the "
-                    "length (%s, %d errors)", ucs_status_string(status),
-                    contract_length_errors);
+    {
+        log_capture log(UCS_LOG_LEVEL_ERROR); /* the expected error */
 
-    contract_length_errors = 0;
-    ucs_log_push_handler(contract_length_logger);
-    status = uct_ep_put_short(a->ep, data.data(), put_max + 1,
-                              (uintptr_t)b->buf, m_rkey.rkey);
-    ucs_log_pop_handler();
-    UCT_TEST_EXPECT((status == UCS_ERR_INVALID_PARAM) &&
-                    (contract_length_errors == 1),
-                    "limits: put_short of max_short + 1 refused, naming the "
-                    "length (%s, %d errors)", ucs_status_string(status),
-                    contract_length_errors);
+        status = uct_ep_am_short(a->ep, AM_ID, 0, data.data(),
+                                 am_max + 1 - sizeof(uint64_t));
+        UCT_TEST_EXPECT((status == UCS_ERR_INVALID_PARAM) &&
+                        (captured_log_count("length") == 1),
+                        "limits: am_short of max_short + 1 refused, naming "
+                        "the length (%s, %zu errors)",
+                        ucs_status_string(status), captured_log.size());
+    }
+
+    {
+        log_capture log(UCS_LOG_LEVEL_ERROR);
+
+        status = uct_ep_put_short(a->ep, data.data(), put_max + 1,
+                                  (uintptr_t)b->buf, m_rkey.rkey);
+        UCT_TEST_EXPECT((status == UCS_ERR_INVALID_PARAM) &&
+                        (captured_log_count("length") == 1),
+                        "limits: put_short of max_short + 1 refused, naming "
+                        "the length (%s, %zu errors)",
+                        ucs_status_string(status), captured_log.size());
+    }
 
     uct_test_ep_flush(nodes, 2, a->ep);
 }
@@ -680,9 +664,12 @@ static ucs_status_t iface_try_open(uct_test_node_t *node, const char *dev,
     params.am_alignment         = align;
     params.am_align_offset      = offset;
 
-    ucs_log_push_handler(contract_length_logger); /* expected errors */
-    status = uct_iface_open(node->md, node->worker, &params, config, &iface);
-    ucs_log_pop_handler();
+    {
+        log_capture log(UCS_LOG_LEVEL_ERROR); /* the expected errors */
+
+        status = uct_iface_open(node->md, node->worker, &params, config,
+                                &iface);
+    }
     uct_config_release(config);
     if (status == UCS_OK) {
         uct_iface_close(iface);
