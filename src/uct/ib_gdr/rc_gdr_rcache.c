@@ -1378,6 +1378,28 @@ uct_rc_gdr_rcache_region_create(uct_rc_gdr_rcache_t *rcache,
     return UCS_OK;
 }
 
+/* A get served by a live region: one more reference (a kept region leaves
+   the kept list) and the bytes asked for in its hull */
+static UCS_F_ALWAYS_INLINE void
+uct_rc_gdr_rcache_region_hit(uct_rc_gdr_rcache_t *rcache,
+                             uct_rc_gdr_rcache_region_t *region,
+                             uintptr_t address, size_t length)
+{
+    if (ucs_unlikely(region->refcount++ == 0)) {
+        uct_rc_gdr_rcache_lru_del(rcache, region);
+    }
+    if (ucs_unlikely(address < region->used_start)) {
+        region->used_start = address;
+    }
+    if (ucs_unlikely(address + length > region->used_end)) {
+        region->used_end = address + length;
+    }
+    ++rcache->stats.hits;
+    ucs_trace("rcache %s: hit 0x%lx length %zu: "
+              UCT_RC_GDR_RCACHE_REGION_FMT, rcache->name, address, length,
+              UCT_RC_GDR_RCACHE_REGION_ARG(region));
+}
+
 static void uct_rc_gdr_rcache_lookup_init(uct_rc_gdr_rcache_lookup_t *lookup,
                                           uintptr_t start, uintptr_t end,
                                           uintptr_t address, size_t length,
@@ -1459,19 +1481,7 @@ uct_rc_gdr_rcache_get_slow(uct_rc_gdr_rcache_t *rcache, void *address,
         goto out_unlock;
     }
 
-    if (ucs_unlikely(region->refcount++ == 0)) {
-        uct_rc_gdr_rcache_lru_del(rcache, region);
-    }
-    ++rcache->stats.hits;
-    if (ucs_unlikely(addr_start < region->used_start)) {
-        region->used_start = addr_start;
-    }
-    if (ucs_unlikely(addr_start + length > region->used_end)) {
-        region->used_end = addr_start + length;
-    }
-    ucs_trace("rcache %s: hit %p length %zu: " UCT_RC_GDR_RCACHE_REGION_FMT,
-              rcache->name, address, length,
-              UCT_RC_GDR_RCACHE_REGION_ARG(region));
+    uct_rc_gdr_rcache_region_hit(rcache, region, addr_start, length);
     goto out_unlock;
 
 miss:
@@ -1526,7 +1536,6 @@ uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
     uintptr_t last       = addr_start + length - 1;
     uintptr_t start      = ucs_align_down_pow2(addr_start, rcache->page_size);
     uct_rc_gdr_rcache_region_t *region;
-    uct_rc_gdr_rcache_ref_t *ref;
 
     /* A region holds whole pages, so end > last means it holds the page of
        last, and nothing that wraps the address space gets this far */
@@ -1537,8 +1546,7 @@ uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
 
     uct_rc_gdr_rcache_lock_inline(rcache);
     region = *uct_rc_gdr_rcache_dc_slot(rcache, start);
-    ref    = rcache->free_refs;
-    if (ucs_unlikely((region == NULL) || (ref == NULL) ||
+    if (ucs_unlikely((region == NULL) || (rcache->free_refs == NULL) ||
                      ((region->flags &
                        (UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE |
                         UCT_RC_GDR_RCACHE_REGION_FLAG_CONTESTED |
@@ -1552,27 +1560,10 @@ uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
         goto slow;
     }
 
-    rcache->free_refs = ref->next;
-    ref->region       = region;
-    ref->address      = addr_start;
-    ref->length       = length;
-    ref->priv         = 0;
-    if (ucs_unlikely(region->refcount++ == 0)) {
-        uct_rc_gdr_rcache_lru_del(rcache, region); /* a kept one, back */
-    }
-    if (ucs_unlikely(addr_start < region->used_start)) {
-        region->used_start = addr_start;
-    }
-    if (ucs_unlikely(last >= region->used_end)) {
-        region->used_end = last + 1;
-    }
-    ++rcache->stats.handles;
-    ++rcache->stats.hits;
+    /* a free slot is there: this cannot fail */
+    uct_rc_gdr_rcache_ref_get(rcache, region, addr_start, length, handle_p);
+    uct_rc_gdr_rcache_region_hit(rcache, region, addr_start, length);
     ++rcache->stats.fast_hits;
-    *handle_p = ref->handle;
-    ucs_trace("rcache %s: hit %p length %zu: " UCT_RC_GDR_RCACHE_REGION_FMT,
-              rcache->name, address, length,
-              UCT_RC_GDR_RCACHE_REGION_ARG(region));
     uct_rc_gdr_rcache_unlock_inline(rcache);
     return UCS_OK;
 
