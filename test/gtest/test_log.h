@@ -48,14 +48,19 @@ capture_log(const char *file, unsigned line, const char *function,
 
 
 /* How many captured lines contain text */
-inline size_t captured_log_count(const char *text)
+inline unsigned captured_log_count(const std::string &text)
 {
-    size_t count = 0;
+    unsigned count = 0;
 
     for (const std::string &line : captured_log) {
         count += (line.find(text) != std::string::npos);
     }
     return count;
+}
+
+inline bool captured_log_has(const std::string &text)
+{
+    return captured_log_count(text) > 0;
 }
 
 

@@ -290,23 +290,6 @@ protected:
         return p;
     }
 
-    static bool contains(const std::vector<std::string> &log,
-                         const std::string &what)
-    {
-        return count(log, what) > 0;
-    }
-
-    static unsigned count(const std::vector<std::string> &log,
-                          const std::string &what)
-    {
-        unsigned n = 0;
-
-        for (const std::string &line : log) {
-            n += (line.find(what) != std::string::npos);
-        }
-        return n;
-    }
-
     uct_md_h                 m_md    = NULL;
     unsigned                 m_regs0 = 0;
     int                      m_events;
@@ -401,7 +384,7 @@ TEST_F(md, stale_dereg_refused) {
         log_capture capture;
 
         EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_md_mem_dereg(m_md, a));
-        EXPECT_TRUE(contains(captured_log, "not live")) << captured_log.size();
+        EXPECT_TRUE(captured_log_has("not live")) << captured_log.size();
     }
 
     /* B intact: its NIC registration, its key, its own deregistration */
@@ -457,7 +440,7 @@ TEST_F(md, mem_advise) {
         EXPECT_EQ(UCS_ERR_INVALID_PARAM,
                   uct_md_mem_advise(m_md, memh, buf + 107, 64,
                                     UCT_MADV_WILLNEED));
-        EXPECT_TRUE(contains(captured_log, "not registered"));
+        EXPECT_TRUE(captured_log_has("not registered"));
     }
 
     close();
@@ -500,7 +483,7 @@ TEST_F(md, bounce_target_exact_bytes) {
         EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(uct_rc_gdr_rkey_token(&key), gpu, 1));
         EXPECT_EQ(UCS_ERR_INVALID_ADDR,
                   bounce_target(uct_rc_gdr_rkey_token(&key), x + 1, SIZE_MAX));
-        EXPECT_TRUE(contains(captured_log, "outside the registration"));
+        EXPECT_TRUE(captured_log_has("outside the registration"));
     }
 
     /* The whole allocation, then a part of it: the part hits the whole
@@ -531,7 +514,7 @@ TEST_F(md, bounce_target_exact_bytes) {
 
         EXPECT_EQ(UCS_ERR_INVALID_ADDR,
                   bounce_target(uct_rc_gdr_rkey_token(&part_key), gpu + 0x8000, 1));
-        EXPECT_TRUE(contains(captured_log, "an unknown"));
+        EXPECT_TRUE(captured_log_has("an unknown"));
     }
 
     dereg(whole);
@@ -570,11 +553,11 @@ TEST_F(md, bounce_refusals_logged_once_each) {
             EXPECT_EQ(UCS_ERR_INVALID_ADDR,
                       bounce_target(token, gpu + 0x200 + 256 + i, 1));
         }
-        EXPECT_EQ(2u, count(captured_log, "refused"))
+        EXPECT_EQ(2u, captured_log_count("refused"))
             << n << " unknown tokens and " << n << " ranges outside";
-        EXPECT_EQ(1u, count(captured_log, "an unknown"));
-        EXPECT_EQ(1u, count(captured_log, "outside the registration"));
-        EXPECT_EQ(2u, count(captured_log, "logged at debug level"));
+        EXPECT_EQ(1u, captured_log_count("an unknown"));
+        EXPECT_EQ(1u, captured_log_count("outside the registration"));
+        EXPECT_EQ(2u, captured_log_count("logged at debug level"));
     }
 
     {
@@ -585,7 +568,7 @@ TEST_F(md, bounce_refusals_logged_once_each) {
             EXPECT_EQ(UCS_ERR_INVALID_ADDR,
                       bounce_target(token ^ (i + 1), gpu + 0x200, 1));
         }
-        EXPECT_EQ(10u, count(captured_log, "an unknown"));
+        EXPECT_EQ(10u, captured_log_count("an unknown"));
     }
 
     dereg(memh);
@@ -651,7 +634,7 @@ TEST_F(md, bounce_tokens_random_and_bound_to_registration) {
         /* another registration's stamp: not the one this part belongs to */
         EXPECT_EQ(UCS_ERR_INVALID_ADDR,
                   bounce_target(tokens[0], gpu, 1, stamp2));
-        EXPECT_TRUE(contains(captured_log, "reissued"));
+        EXPECT_TRUE(captured_log_has("reissued"));
     }
 
     dereg(memhs[0]);
@@ -684,7 +667,7 @@ TEST_F(md, opens_without_memory_events) {
         log_capture capture(UCS_LOG_LEVEL_DIAG);
 
         ASSERT_EQ(UCS_OK, open());
-        EXPECT_TRUE(contains(captured_log, "registration cache: host memory "
+        EXPECT_TRUE(captured_log_has("registration cache: host memory "
                                            "uncached: no memory unmap events"))
                 << (captured_log.empty() ? "" : captured_log[0]);
     }
@@ -715,7 +698,7 @@ TEST_F(md, opens_without_memory_events) {
         log_capture capture;
 
         EXPECT_NE(UCS_OK, open());
-        EXPECT_TRUE(contains(captured_log, "UCX_RC_GDR_RCACHE=yes"));
+        EXPECT_TRUE(captured_log_has("UCX_RC_GDR_RCACHE=yes"));
     }
 
     set("RCACHE", "no");
@@ -853,7 +836,7 @@ TEST_F(md, gpu_access_follows_policy) {
         log_capture capture(UCS_LOG_LEVEL_DIAG);
 
         ASSERT_EQ(UCS_OK, open());
-        EXPECT_TRUE(contains(captured_log, "GPU1 <-> " MOCK_VERBS_DEVICE_NAME
+        EXPECT_TRUE(captured_log_has("GPU1 <-> " MOCK_VERBS_DEVICE_NAME
                                            " NIC-writes-GPU uses the bounce "
                                            "lane: writes into GPU1 need a "
                                            "read-flush"));
@@ -871,7 +854,7 @@ TEST_F(md, gpu_access_follows_policy) {
         log_capture capture;
 
         EXPECT_NE(UCS_OK, open());
-        EXPECT_TRUE(contains(captured_log, "NIC-writes-GPU refused"));
+        EXPECT_TRUE(captured_log_has("NIC-writes-GPU refused"));
     }
 
     control("writes_ordering", ordering, NULL);
@@ -918,9 +901,9 @@ TEST_F(md, reg_limit_evicts_kept) {
         EXPECT_EQ(UCS_ERR_NO_MEMORY,
                   uct_md_mem_reg(m_md, buf, length, UCT_MD_MEM_ACCESS_ALL,
                                  &other));
-        EXPECT_TRUE(contains(captured_log, "at a resource limit"));
-        EXPECT_TRUE(contains(captured_log, "max_mr"));
-        EXPECT_TRUE(contains(captured_log, "RLIMIT_MEMLOCK"));
+        EXPECT_TRUE(captured_log_has("at a resource limit"));
+        EXPECT_TRUE(captured_log_has("max_mr"));
+        EXPECT_TRUE(captured_log_has("RLIMIT_MEMLOCK"));
     }
     EXPECT_EQ(1u, stats().limit_retries);
 
@@ -992,12 +975,12 @@ TEST_F(md, gpu_reg_falls_back_to_bounce) {
         memh.push_back(reg(gpu[1], length));
         mock_verbs_fail_reg(1, ENOMEM);
         memh.push_back(reg(gpu[2], length));
-        EXPECT_EQ(1u, count(captured_log, "refused by the mechanism"))
+        EXPECT_EQ(1u, captured_log_count("refused by the mechanism"))
                 << captured_log.size();
-        EXPECT_EQ(1u, count(captured_log, "at a resource limit"));
-        EXPECT_EQ(2u, count(captured_log, "the bounce lane carries it"));
-        EXPECT_TRUE(contains(captured_log, "max_mr"));
-        EXPECT_TRUE(contains(captured_log, "BAR1"));
+        EXPECT_EQ(1u, captured_log_count("at a resource limit"));
+        EXPECT_EQ(2u, captured_log_count("the bounce lane carries it"));
+        EXPECT_TRUE(captured_log_has("max_mr"));
+        EXPECT_TRUE(captured_log_has("BAR1"));
     }
 
     memh.push_back(reg(gpu[3], length));
@@ -1024,7 +1007,7 @@ TEST_F(md, gpu_reg_falls_back_to_bounce) {
         log_capture capture(UCS_LOG_LEVEL_DIAG);
 
         close();
-        EXPECT_TRUE(contains(captured_log, "1 at a resource limit, 2 refused "
+        EXPECT_TRUE(captured_log_has("1 at a resource limit, 2 refused "
                                            "by the mechanism, 0 DMA-BUF "
                                            "export refused"))
                 << (captured_log.empty() ? "" : captured_log[0]);
@@ -1103,9 +1086,9 @@ TEST_F(md, gpu_reg_fails_without_bounce) {
         EXPECT_EQ(UCS_ERR_IO_ERROR, uct_md_mem_reg(m_md, gpu, length,
                                                    UCT_MD_MEM_ACCESS_ALL,
                                                    &memh));
-        EXPECT_TRUE(contains(captured_log, "refused by the mechanism"));
-        EXPECT_TRUE(contains(captured_log, "Bad address"));
-        EXPECT_TRUE(contains(captured_log, "bounce lane is not allowed"));
+        EXPECT_TRUE(captured_log_has("refused by the mechanism"));
+        EXPECT_TRUE(captured_log_has("Bad address"));
+        EXPECT_TRUE(captured_log_has("bounce lane is not allowed"));
     }
     EXPECT_EQ(0u, stats().bounce_regs);
 
@@ -1149,7 +1132,7 @@ TEST_F(md, iface_refuses_multi_thread_worker) {
 
         EXPECT_EQ(UCS_ERR_UNSUPPORTED,
                   uct_iface_open(m_md, worker, &params, config, &iface));
-        EXPECT_TRUE(contains(captured_log, "thread mode multi is not "
+        EXPECT_TRUE(captured_log_has("thread mode multi is not "
                                            "supported"))
                 << (captured_log.empty() ? "" : captured_log[0]);
     }
@@ -1217,7 +1200,7 @@ TEST_F(md, bounce_target_held_across_copy) {
         log_capture capture;
 
         EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(token, gpu, 1));
-        EXPECT_TRUE(contains(captured_log, "freed memory"));
+        EXPECT_TRUE(captured_log_has("freed memory"));
     }
 
     dereg(memh);
@@ -1250,7 +1233,7 @@ TEST_F(md, fork_init) {
         log_capture capture;
 
         EXPECT_NE(UCS_OK, open_keep_mock());
-        EXPECT_TRUE(contains(captured_log, "ibv_fork_init() failed"));
+        EXPECT_TRUE(captured_log_has("ibv_fork_init() failed"));
     }
     mock_verbs_fail_fork_init(0);
 }
