@@ -920,6 +920,38 @@ TEST_F(rcache, stale_handle_of_reused_slot) {
     }
 }
 
+/*
+ * A slot's generation wraps after 2^40 reuses: past the last one it goes to
+ * 1, never 0, and keeps the slot's index; the old handle is refused.
+ */
+TEST_F(rcache, handle_generation_wraps_past_zero) {
+    const uint64_t index_mask = (1ull << 24) - 1;
+    handle_t h = 0, next = 0;
+
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_rcache_get(m_rcache, (void*)0x10000, 0x1000,
+                                            UCS_MEMORY_TYPE_HOST, 0, 0,
+                                            UCT_RC_GDR_RCACHE_GET_FLAG_SHARE,
+                                            &h));
+
+    /* Age the slot to its last generation, as 2^40 - 1 reuses would */
+    handle_t last = (~0ull << 24) | (h & index_mask);
+    uct_rc_gdr_rcache_handle_ref(h)->handle = last;
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_rcache_put(m_rcache, last));
+
+    /* The slot freed last is given out first */
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_rcache_get(m_rcache, (void*)0x10000, 0x1000,
+                                            UCS_MEMORY_TYPE_HOST, 0, 0,
+                                            UCT_RC_GDR_RCACHE_GET_FLAG_SHARE,
+                                            &next));
+    EXPECT_EQ(h & index_mask, next & index_mask);
+    EXPECT_EQ(1u, next >> 24) << std::hex << next;
+
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_rc_gdr_rcache_put(m_rcache, last));
+    EXPECT_EQ(1u, take_log().size());
+    EXPECT_EQ(UCS_OK, uct_rc_gdr_rcache_put(m_rcache, next));
+    check();
+}
+
 /* The point of the cache: a buffer registered again and again, by users
    that each deregister it, is registered with the NIC once */
 TEST_F(rcache, kept_registers_once) {

@@ -52,9 +52,6 @@
 #define UCT_RC_GDR_RCACHE_HANDLE_GEN(_handle) \
     ((_handle) >> UCT_RC_GDR_RCACHE_HANDLE_INDEX_BITS)
 
-#define UCT_RC_GDR_RCACHE_HANDLE_GEN_MASK \
-    UCS_MASK(64 - UCT_RC_GDR_RCACHE_HANDLE_INDEX_BITS)
-
 #define UCT_RC_GDR_RCACHE_REGION_FMT \
     "region %p [0x%lx..0x%lx) buffer %lu type %d access 0x%x refcount %u"
 
@@ -220,15 +217,24 @@ static UCS_F_ALWAYS_INLINE void *uct_rc_gdr_rcache_thread_self(void)
 #endif
 }
 
+/* Take the lock if it is free, and say what held it (NULL: taken now) */
+static UCS_F_ALWAYS_INLINE void *
+uct_rc_gdr_rcache_lock_take_free(uct_rc_gdr_rcache_t *rcache, void *self)
+{
+    void *owner = NULL;
+
+    __atomic_compare_exchange_n(&rcache->lock, &owner, self, 0,
+                                __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+    return owner;
+}
+
 /* Take the lock if it is free or ours; 1 when taken */
 static UCS_F_ALWAYS_INLINE int
 uct_rc_gdr_rcache_lock_try_inline(uct_rc_gdr_rcache_t *rcache, void *self)
 {
-    void *owner = NULL;
+    void *owner = uct_rc_gdr_rcache_lock_take_free(rcache, self);
 
-    if (ucs_likely(__atomic_compare_exchange_n(&rcache->lock, &owner, self, 0,
-                                               __ATOMIC_ACQUIRE,
-                                               __ATOMIC_RELAXED))) {
+    if (ucs_likely(owner == NULL)) {
         return 1;
     }
 
@@ -271,17 +277,27 @@ uct_rc_gdr_rcache_lock_inline(uct_rc_gdr_rcache_t *rcache)
     }
 }
 
+/* Let go of a lock held once (taken free, no re-entry left) */
 static UCS_F_ALWAYS_INLINE void
-uct_rc_gdr_rcache_unlock_inline(uct_rc_gdr_rcache_t *rcache)
+uct_rc_gdr_rcache_lock_drop(uct_rc_gdr_rcache_t *rcache)
 {
     ucs_assert(__atomic_load_n(&rcache->lock, __ATOMIC_RELAXED) ==
                uct_rc_gdr_rcache_thread_self());
+    ucs_assert(rcache->lock_depth == 0);
+    __atomic_store_n(&rcache->lock, NULL, __ATOMIC_RELEASE);
+}
+
+static UCS_F_ALWAYS_INLINE void
+uct_rc_gdr_rcache_unlock_inline(uct_rc_gdr_rcache_t *rcache)
+{
     if (ucs_unlikely(rcache->lock_depth > 0)) {
+        ucs_assert(__atomic_load_n(&rcache->lock, __ATOMIC_RELAXED) ==
+                   uct_rc_gdr_rcache_thread_self());
         --rcache->lock_depth;
         return;
     }
 
-    __atomic_store_n(&rcache->lock, NULL, __ATOMIC_RELEASE);
+    uct_rc_gdr_rcache_lock_drop(rcache);
 }
 
 /* The lock if it is free or ours, without waiting; 1 when taken */
@@ -670,17 +686,15 @@ out_unlock:
 }
 
 /* The next generation of a slot's handle: a stale copy never matches */
-static void uct_rc_gdr_rcache_ref_retire(uct_rc_gdr_rcache_ref_t *ref)
+static UCS_F_ALWAYS_INLINE void
+uct_rc_gdr_rcache_ref_retire(uct_rc_gdr_rcache_ref_t *ref)
 {
-    uint64_t gen = (UCT_RC_GDR_RCACHE_HANDLE_GEN(ref->handle) + 1) &
-                   UCT_RC_GDR_RCACHE_HANDLE_GEN_MASK;
-
-    if (gen == 0) {
-        gen = 1;
+    /* One more in the high bits; the sum wraps the generation to 0 (and
+       leaves the index alone), and 0 is skipped: no handle is 0 */
+    ref->handle += UCS_BIT(UCT_RC_GDR_RCACHE_HANDLE_INDEX_BITS);
+    if (ucs_unlikely(UCT_RC_GDR_RCACHE_HANDLE_GEN(ref->handle) == 0)) {
+        ref->handle += UCS_BIT(UCT_RC_GDR_RCACHE_HANDLE_INDEX_BITS);
     }
-
-    ref->handle = (gen << UCT_RC_GDR_RCACHE_HANDLE_INDEX_BITS) |
-                  (ref->handle & UCS_MASK(UCT_RC_GDR_RCACHE_HANDLE_INDEX_BITS));
     ref->region = NULL;
 }
 
@@ -789,8 +803,9 @@ uct_rc_gdr_rcache_handle_check_inline(uct_rc_gdr_rcache_t *rcache,
     uint64_t index = handle & UCS_MASK(UCT_RC_GDR_RCACHE_HANDLE_INDEX_BITS);
     uct_rc_gdr_rcache_ref_t *chunk, *ref;
 
-    if (ucs_unlikely((index == 0) ||
-                     (UCT_RC_GDR_RCACHE_HANDLE_GEN(handle) == 0))) {
+    /* A slot's handle never has generation 0, so the compare below refuses
+       one; index 0 would read before the chunks */
+    if (ucs_unlikely(index == 0)) {
         return NULL;
     }
 
@@ -1523,8 +1538,9 @@ out_unlock:
 /*
  * The hit of a repeated get, as short as it can be: one probe of the direct
  * cache and one handle slot, under one lock exchange. Anything else (a miss,
- * bad input, a walk, a tracked region, no free slot) takes the slow path,
- * which starts over.
+ * bad input, a walk, a tracked region, no free slot, a lock that is not
+ * free) takes the slow path, which starts over. Calling nothing but the
+ * slow path, as a tail call, this function saves no registers.
  */
 ucs_status_t
 uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
@@ -1534,25 +1550,30 @@ uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
 {
     uintptr_t addr_start = (uintptr_t)address;
     uintptr_t last       = addr_start + length - 1;
-    uintptr_t start      = ucs_align_down_pow2(addr_start, rcache->page_size);
     uct_rc_gdr_rcache_region_t *region;
 
-    /* A region holds whole pages, so end > last means it holds the page of
-       last, and nothing that wraps the address space gets this far */
+    /* A region holds whole pages, so start <= address and end > last mean
+       it holds the pages of both, and nothing that wraps the address space
+       gets this far */
     if (ucs_unlikely(!(flags & UCT_RC_GDR_RCACHE_GET_FLAG_SHARE) ||
                      (length == 0) || (last < addr_start))) {
         goto slow;
     }
 
-    uct_rc_gdr_rcache_lock_inline(rcache);
-    region = *uct_rc_gdr_rcache_dc_slot(rcache, start);
+    if (ucs_unlikely(uct_rc_gdr_rcache_lock_take_free(
+                             rcache, uct_rc_gdr_rcache_thread_self()) !=
+                     NULL)) {
+        goto slow;
+    }
+
+    region = *uct_rc_gdr_rcache_dc_slot(rcache, addr_start);
     if (ucs_unlikely((region == NULL) || (rcache->free_refs == NULL) ||
                      ((region->flags &
                        (UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE |
                         UCT_RC_GDR_RCACHE_REGION_FLAG_CONTESTED |
                         UCT_RC_GDR_RCACHE_REGION_FLAG_TRACKED)) !=
                       UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE) ||
-                     (region->start > start) || (region->end <= last) ||
+                     (region->start > addr_start) || (region->end <= last) ||
                      (region->buffer_id != buffer_id) ||
                      (region->mem_type != mem_type) ||
                      ((region->access & access) != access))) {
@@ -1564,7 +1585,7 @@ uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
     uct_rc_gdr_rcache_ref_get(rcache, region, addr_start, length, handle_p);
     uct_rc_gdr_rcache_region_hit(rcache, region, addr_start, length);
     ++rcache->stats.fast_hits;
-    uct_rc_gdr_rcache_unlock_inline(rcache);
+    uct_rc_gdr_rcache_lock_drop(rcache);
     return UCS_OK;
 
 slow:
@@ -1577,17 +1598,16 @@ void uct_rc_gdr_rcache_region_no_keep(uct_rc_gdr_rcache_region_t *region)
     region->flags &= ~UCT_RC_GDR_RCACHE_REGION_FLAG_RETAIN;
 }
 
-ucs_status_t uct_rc_gdr_rcache_put(uct_rc_gdr_rcache_t *rcache,
-                                   uct_rc_gdr_rcache_handle_t handle)
+/* A put with the lock held; a release it leads to may re-enter the lock */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_rc_gdr_rcache_put_locked(uct_rc_gdr_rcache_t *rcache,
+                             uct_rc_gdr_rcache_handle_t handle)
 {
     uct_rc_gdr_rcache_region_t *region;
     uct_rc_gdr_rcache_ref_t *ref;
 
-    uct_rc_gdr_rcache_lock_inline(rcache);
-
     ref = uct_rc_gdr_rcache_handle_check_inline(rcache, handle);
     if (ucs_unlikely(ref == NULL)) {
-        uct_rc_gdr_rcache_unlock_inline(rcache);
         ucs_error("rcache %s: put of handle 0x%lx which is not live (double"
                   " or stale deregistration)", rcache->name, handle);
         return UCS_ERR_INVALID_PARAM;
@@ -1598,8 +1618,38 @@ ucs_status_t uct_rc_gdr_rcache_put(uct_rc_gdr_rcache_t *rcache,
               rcache->name, handle, UCT_RC_GDR_RCACHE_REGION_ARG(region));
     uct_rc_gdr_rcache_ref_put(rcache, ref);
     uct_rc_gdr_rcache_region_unref(rcache, region);
-    uct_rc_gdr_rcache_unlock_inline(rcache);
     return UCS_OK;
+}
+
+/* A put that found the lock taken: by another thread, or by this one (a
+   free hook) */
+static UCS_F_NOINLINE ucs_status_t
+uct_rc_gdr_rcache_put_slow(uct_rc_gdr_rcache_t *rcache,
+                           uct_rc_gdr_rcache_handle_t handle)
+{
+    ucs_status_t status;
+
+    uct_rc_gdr_rcache_lock_inline(rcache);
+    status = uct_rc_gdr_rcache_put_locked(rcache, handle);
+    uct_rc_gdr_rcache_unlock_inline(rcache);
+    return status;
+}
+
+/* As get, the common case under one lock exchange and nothing to undo */
+ucs_status_t uct_rc_gdr_rcache_put(uct_rc_gdr_rcache_t *rcache,
+                                   uct_rc_gdr_rcache_handle_t handle)
+{
+    ucs_status_t status;
+
+    if (ucs_unlikely(uct_rc_gdr_rcache_lock_take_free(
+                             rcache, uct_rc_gdr_rcache_thread_self()) !=
+                     NULL)) {
+        return uct_rc_gdr_rcache_put_slow(rcache, handle);
+    }
+
+    status = uct_rc_gdr_rcache_put_locked(rcache, handle);
+    uct_rc_gdr_rcache_lock_drop(rcache);
+    return status;
 }
 
 void uct_rc_gdr_rcache_invalidate(uct_rc_gdr_rcache_t *rcache, void *address,
