@@ -1539,8 +1539,7 @@ out_unlock:
  * The hit of a repeated get, as short as it can be: one probe of the direct
  * cache and one handle slot, under one lock exchange. Anything else (a miss,
  * bad input, a walk, a tracked region, no free slot, a lock that is not
- * free) takes the slow path, which starts over. Calling nothing but the
- * slow path, as a tail call, this function saves no registers.
+ * free) takes the slow path, which starts over.
  */
 ucs_status_t
 uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
@@ -1577,7 +1576,7 @@ uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
                      (region->buffer_id != buffer_id) ||
                      (region->mem_type != mem_type) ||
                      ((region->access & access) != access))) {
-        uct_rc_gdr_rcache_unlock_inline(rcache);
+        uct_rc_gdr_rcache_lock_drop(rcache);
         goto slow;
     }
 
