@@ -925,7 +925,8 @@ TEST_F(rcache, stale_handle_of_reused_slot) {
  * 1, never 0, and keeps the slot's index; the old handle is refused.
  */
 TEST_F(rcache, handle_generation_wraps_past_zero) {
-    const uint64_t index_mask = (1ull << 24) - 1;
+    const int index_bits      = UCT_RC_GDR_RCACHE_HANDLE_INDEX_BITS;
+    const uint64_t index_mask = UCS_MASK(index_bits);
     handle_t h = 0, next = 0;
 
     ASSERT_EQ(UCS_OK, uct_rc_gdr_rcache_get(m_rcache, (void*)0x10000, 0x1000,
@@ -934,7 +935,7 @@ TEST_F(rcache, handle_generation_wraps_past_zero) {
                                             &h));
 
     /* Age the slot to its last generation, as 2^40 - 1 reuses would */
-    handle_t last = (~0ull << 24) | (h & index_mask);
+    handle_t last = (~0ull << index_bits) | (h & index_mask);
     uct_rc_gdr_rcache_handle_ref(h)->handle = last;
     ASSERT_EQ(UCS_OK, uct_rc_gdr_rcache_put(m_rcache, last));
 
@@ -944,7 +945,7 @@ TEST_F(rcache, handle_generation_wraps_past_zero) {
                                             UCT_RC_GDR_RCACHE_GET_FLAG_SHARE,
                                             &next));
     EXPECT_EQ(h & index_mask, next & index_mask);
-    EXPECT_EQ(1u, next >> 24) << std::hex << next;
+    EXPECT_EQ(1u, next >> index_bits) << std::hex << next;
 
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_rc_gdr_rcache_put(m_rcache, last));
     EXPECT_EQ(1u, take_log().size());

@@ -219,26 +219,27 @@ static UCS_F_ALWAYS_INLINE void *uct_rc_gdr_rcache_thread_self(void)
 
 /* Take the lock if it is free, and say what held it (NULL: taken now) */
 static UCS_F_ALWAYS_INLINE void *
-uct_rc_gdr_rcache_lock_take_free(uct_rc_gdr_rcache_t *rcache, void *self)
+uct_rc_gdr_rcache_lock_take_free(uct_rc_gdr_rcache_t *rcache)
 {
     void *owner = NULL;
 
-    __atomic_compare_exchange_n(&rcache->lock, &owner, self, 0,
+    __atomic_compare_exchange_n(&rcache->lock, &owner,
+                                uct_rc_gdr_rcache_thread_self(), 0,
                                 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
     return owner;
 }
 
 /* Take the lock if it is free or ours; 1 when taken */
 static UCS_F_ALWAYS_INLINE int
-uct_rc_gdr_rcache_lock_try_inline(uct_rc_gdr_rcache_t *rcache, void *self)
+uct_rc_gdr_rcache_lock_try_inline(uct_rc_gdr_rcache_t *rcache)
 {
-    void *owner = uct_rc_gdr_rcache_lock_take_free(rcache, self);
+    void *owner = uct_rc_gdr_rcache_lock_take_free(rcache);
 
     if (ucs_likely(owner == NULL)) {
         return 1;
     }
 
-    if (owner == self) {
+    if (owner == uct_rc_gdr_rcache_thread_self()) {
         ++rcache->lock_depth;
         return 1;
     }
@@ -249,13 +250,13 @@ uct_rc_gdr_rcache_lock_try_inline(uct_rc_gdr_rcache_t *rcache, void *self)
 /* The lock is held by another thread: spin a little, then yield the CPU
    between attempts (the holder may be pinning pages for milliseconds) */
 static UCS_F_NOINLINE void
-uct_rc_gdr_rcache_lock_wait(uct_rc_gdr_rcache_t *rcache, void *self)
+uct_rc_gdr_rcache_lock_wait(uct_rc_gdr_rcache_t *rcache)
 {
     int spins = 0;
 
     for (;;) {
         if ((__atomic_load_n(&rcache->lock, __ATOMIC_RELAXED) == NULL) &&
-            uct_rc_gdr_rcache_lock_try_inline(rcache, self)) {
+            uct_rc_gdr_rcache_lock_try_inline(rcache)) {
             return;
         }
 
@@ -270,10 +271,8 @@ uct_rc_gdr_rcache_lock_wait(uct_rc_gdr_rcache_t *rcache, void *self)
 static UCS_F_ALWAYS_INLINE void
 uct_rc_gdr_rcache_lock_inline(uct_rc_gdr_rcache_t *rcache)
 {
-    void *self = uct_rc_gdr_rcache_thread_self();
-
-    if (ucs_unlikely(!uct_rc_gdr_rcache_lock_try_inline(rcache, self))) {
-        uct_rc_gdr_rcache_lock_wait(rcache, self);
+    if (ucs_unlikely(!uct_rc_gdr_rcache_lock_try_inline(rcache))) {
+        uct_rc_gdr_rcache_lock_wait(rcache);
     }
 }
 
@@ -298,13 +297,6 @@ uct_rc_gdr_rcache_unlock_inline(uct_rc_gdr_rcache_t *rcache)
     }
 
     uct_rc_gdr_rcache_lock_drop(rcache);
-}
-
-/* The lock if it is free or ours, without waiting; 1 when taken */
-static int uct_rc_gdr_rcache_trylock(uct_rc_gdr_rcache_t *rcache)
-{
-    return uct_rc_gdr_rcache_lock_try_inline(rcache,
-                                             uct_rc_gdr_rcache_thread_self());
 }
 
 void uct_rc_gdr_rcache_lock(uct_rc_gdr_rcache_t *rcache)
@@ -958,7 +950,7 @@ static void uct_rc_gdr_rcache_before_fork(void)
     ucs_list_for_each(rcache, &uct_rc_gdr_rcache_fork.caches, fork_list) {
         /* Never wait here: a thread that holds the cache may be waiting for
          * this fork to return. Its kept registrations then stay. */
-        if (!uct_rc_gdr_rcache_trylock(rcache)) {
+        if (!uct_rc_gdr_rcache_lock_try_inline(rcache)) {
             ucs_debug("rcache %s: busy at fork(): kept registrations stay",
                       rcache->name);
             continue;
@@ -1559,9 +1551,7 @@ uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
         goto slow;
     }
 
-    if (ucs_unlikely(uct_rc_gdr_rcache_lock_take_free(
-                             rcache, uct_rc_gdr_rcache_thread_self()) !=
-                     NULL)) {
+    if (ucs_unlikely(uct_rc_gdr_rcache_lock_take_free(rcache) != NULL)) {
         goto slow;
     }
 
@@ -1640,9 +1630,7 @@ ucs_status_t uct_rc_gdr_rcache_put(uct_rc_gdr_rcache_t *rcache,
 {
     ucs_status_t status;
 
-    if (ucs_unlikely(uct_rc_gdr_rcache_lock_take_free(
-                             rcache, uct_rc_gdr_rcache_thread_self()) !=
-                     NULL)) {
+    if (ucs_unlikely(uct_rc_gdr_rcache_lock_take_free(rcache) != NULL)) {
         return uct_rc_gdr_rcache_put_slow(rcache, handle);
     }
 
