@@ -227,16 +227,17 @@ median() {
                    else        print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
-# verdict METRIC VERBS GDR: "ratio target met?" columns.
+# verdict METRIC VERBS GDR: "ratio target met?" columns. The targets are
+# parity or better: bandwidth ratio >= 1.0, latency ratio <= 1.0.
 verdict() {
     awk -v m="$1" -v a="$2" -v b="$3" 'BEGIN {
+        t = (m == "bw") ? ">= 1.00" : "<= 1.00"
         if (a == "" || b == "" || a + 0 == 0) {
-            printf "%7s %8s  %s", "-", (m == "bw") ? ">= 0.95" : "<= 1.05", "FAIL"
+            printf "%7s %8s  %s", "-", t, "FAIL"
             exit
         }
         r = b / a
-        if (m == "bw") { t = ">= 0.95"; ok = (r >= 0.95) }
-        else           { t = "<= 1.05"; ok = (r <= 1.05) }
+        ok = (m == "bw") ? (r >= 1.0) : (r <= 1.0)
         printf "%7.3f %8s  %s", r, t, ok ? "met" : "not met"
     }'
 }
