@@ -115,14 +115,9 @@ static void uct_rc_gdr_lock_barrier_all(void)
               " revoked", strerror(errno));
 }
 
-/*
- * With the lock word held: take the bias away, once the biased thread is out.
- * Without @a wait, a biased thread found inside keeps the lock and the mark
- * stays: whoever takes the lock word next finishes the revocation. Returns
- * 1 when the bias is gone.
- */
-static UCS_F_NOINLINE int uct_rc_gdr_lock_revoke(uct_rc_gdr_lock_t *lock,
-                                                 int wait)
+/* With the lock word held: wait for the biased thread to leave and take its
+   bias away */
+static UCS_F_NOINLINE void uct_rc_gdr_lock_revoke(uct_rc_gdr_lock_t *lock)
 {
     uintptr_t bias = __atomic_load_n(&lock->bias, __ATOMIC_RELAXED);
     unsigned spins = 0;
@@ -131,15 +126,11 @@ static UCS_F_NOINLINE int uct_rc_gdr_lock_revoke(uct_rc_gdr_lock_t *lock,
                      __ATOMIC_RELAXED);
     uct_rc_gdr_lock_barrier_all();
     while (__atomic_load_n(&lock->bias_in, __ATOMIC_ACQUIRE)) {
-        if (!wait) {
-            return 0;
-        }
         uct_rc_gdr_lock_pause(&spins);
     }
     __atomic_store_n(&lock->bias, 0, __ATOMIC_RELEASE);
     ucs_trace("rc_gdr lock %p: bias of thread 0x%lx revoked, %u grants left",
-              lock, bias & ~UCT_RC_GDR_LOCK_BIAS_REVOKE, lock->grants_left);
-    return 1;
+              lock, bias, lock->grants_left);
 }
 
 void uct_rc_gdr_lock_grant(uct_rc_gdr_lock_t *lock)
@@ -207,7 +198,7 @@ void uct_rc_gdr_lock_acquire(uct_rc_gdr_lock_t *lock)
     }
 
     if (ucs_unlikely(__atomic_load_n(&lock->bias, __ATOMIC_RELAXED) != 0)) {
-        uct_rc_gdr_lock_revoke(lock, 1);
+        uct_rc_gdr_lock_revoke(lock);
     }
 }
 
@@ -235,9 +226,8 @@ int uct_rc_gdr_lock_try(uct_rc_gdr_lock_t *lock)
         return ret != 0;
     }
 
-    /* A biased thread that is inside is not waited for */
-    if ((__atomic_load_n(&lock->bias, __ATOMIC_RELAXED) != 0) &&
-        !uct_rc_gdr_lock_revoke(lock, 0)) {
+    /* Revoking would wait for the biased thread */
+    if (__atomic_load_n(&lock->bias, __ATOMIC_RELAXED) != 0) {
         __atomic_store_n(&lock->owner, NULL, __ATOMIC_RELEASE);
         return 0;
     }

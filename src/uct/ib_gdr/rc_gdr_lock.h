@@ -67,8 +67,8 @@ void uct_rc_gdr_lock_acquire(uct_rc_gdr_lock_t *lock);
 void uct_rc_gdr_lock_release(uct_rc_gdr_lock_t *lock);
 
 /*
- * Take the lock if nobody else is inside, never waiting (recursive; a bias
- * of a thread that is out is revoked): 1 when taken. For a fork handler.
+ * Take the lock if nobody else holds it, never waiting (recursive, and it
+ * revokes no bias): 1 when taken. For a fork handler.
  */
 int uct_rc_gdr_lock_try(uct_rc_gdr_lock_t *lock);
 
