@@ -111,10 +111,12 @@ ucs_config_field_t uct_rc_gdr_iface_config_table[] = {
      ucs_offsetof(uct_rc_gdr_iface_config_t, retry_count),
      UCS_CONFIG_TYPE_UINT},
 
-    {"MAX_RD_ATOMIC", "4",
-     "RDMA reads and atomics in flight per endpoint.",
+    {"MAX_RD_ATOMIC", "auto",
+     "RDMA reads and atomics in flight per endpoint, as initiator and as "
+     "responder. \"auto\" takes the device's limit, as UCX's rc_verbs does; "
+     "a number is capped to it.",
      ucs_offsetof(uct_rc_gdr_iface_config_t, max_rd_atomic),
-     UCS_CONFIG_TYPE_UINT},
+     UCS_CONFIG_TYPE_ULUNITS},
 
     {"GID_INDEX", "0",
      "GID table index of the local port (RoCE).",
@@ -880,9 +882,13 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
     self->config.max_inline    = config->max_inline;
     self->config.max_send_sge  = ucs_min((unsigned)md->dev_attr.max_sge,
                                          (unsigned)UCT_RC_GDR_MAX_IOV);
+    /* One number serves both ends of a queue pair (initiator depth and
+     * responder resources), so it stays within both of the device's limits;
+     * UCS_ULUNITS_AUTO is the largest unsigned long and takes them whole. */
     self->config.max_rd_atomic = ucs_min(config->max_rd_atomic,
-                                         (unsigned)
-                                         md->dev_attr.max_qp_init_rd_atom);
+                                         (unsigned long)ucs_min(
+                                         md->dev_attr.max_qp_init_rd_atom,
+                                         md->dev_attr.max_qp_rd_atom));
     self->config.retry_count   = config->retry_count;
     self->config.timeout_exp   = uct_rc_gdr_iface_timeout_exp(
                                          config->failure_timeout,

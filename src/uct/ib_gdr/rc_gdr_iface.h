@@ -63,7 +63,7 @@ typedef struct uct_rc_gdr_iface_config {
     double                    failure_timeout;
     ucs_time_t                tx_stall_timeout;
     unsigned                  retry_count;
-    unsigned                  max_rd_atomic;
+    unsigned long             max_rd_atomic; /* UCS_ULUNITS_AUTO: the device's */
     unsigned                  gid_index;
     uct_rc_gdr_flush_mode_t   flush_mode;
     uct_rc_gdr_bounce_config_t bounce;
