@@ -120,6 +120,13 @@ echo "== tier 1: the md under ThreadSanitizer, free hooks on other threads"
 TSAN_OPTIONS=halt_on_error=1 build/test/gtest/tsan_md 2>&1 | tee "$OUT/tsan"
 tally_plain "$OUT/tsan"
 
+# UCM's mmap hooks would run in threads TSan has already torn down
+echo "== tier 1: the cache's biased lock under ThreadSanitizer"
+UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS=halt_on_error=1 \
+    build/test/gtest/tsan_lock 2>&1 | tee "$OUT/tsan-lock" |
+    grep -E '^\[  (FAILED|SKIPPED|PASSED) |^\[ +(FAILED|SKIPPED) +\]' || true
+tally_gtest "$OUT/tsan-lock"
+
 # The free hooks patch the stand-in driver here as they patch libcuda on a
 # GPU machine (tier 3): hooks, then forwarding from UCM, one process each.
 echo "== tier 1: CUDA free events over the stand-in driver (EMULATED GPU)"

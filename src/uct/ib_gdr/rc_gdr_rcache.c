@@ -5,6 +5,7 @@
  */
 
 #include "rc_gdr_rcache.h"
+#include "rc_gdr_lock.h"
 
 #include <ucs/arch/bitops.h>
 #include <ucs/debug/assert.h>
@@ -14,7 +15,6 @@
 
 #include <limits.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,16 +31,6 @@
 
 /* Regions are carved from blocks of this many, kept until destroy */
 #define UCT_RC_GDR_RCACHE_REGIONS_PER_BLOCK 64
-
-/* Attempts before a waiter for the lock yields, and the pause between */
-#define UCT_RC_GDR_RCACHE_LOCK_SPINS 100
-#if defined(__x86_64__)
-#  define UCT_RC_GDR_RCACHE_CPU_RELAX() __builtin_ia32_pause()
-#elif defined(__aarch64__)
-#  define UCT_RC_GDR_RCACHE_CPU_RELAX() __asm__ __volatile__("yield")
-#else
-#  define UCT_RC_GDR_RCACHE_CPU_RELAX() do {} while (0)
-#endif
 
 /* Direct cache: log2 of its slots, first and largest */
 #define UCT_RC_GDR_RCACHE_DC_MIN_BITS 6
@@ -99,17 +89,12 @@ struct uct_rc_gdr_rcache {
     /*
      * One recursive lock around every operation. Recursive because
      * ops->mem_dereg (ibv_dereg_mr) may free memory, and the free hook calls
-     * invalidate on this thread. A mutex rather than a spinlock: it is held
-     * across ops->mem_reg, which pins pages in the kernel and may take
-     * milliseconds for a large buffer; a waiter spins briefly, then gives
-     * its CPU away until the lock is free. A hit takes the lock twice (get
-     * and put), so the lock word is the owner's thread id (NULL when free):
-     * taking it is one compare-exchange, whose failure also says whether we
-     * hold it already, and letting it go a plain store. Only the owner
-     * writes its id there, so no other thread ever reads its own.
+     * invalidate on this thread. Waiters spin briefly, then give their CPU
+     * away: it is held across ops->mem_reg, which pins pages in the kernel
+     * and may take milliseconds. Biased towards the thread using the cache,
+     * so that a hit's two entries pay no atomic (rc_gdr_lock.h).
      */
-    void                          *lock;
-    unsigned                      lock_depth; /* the owner's re-entries */
+    uct_rc_gdr_lock_t             lock;
 
     /*
      * The lookup structure: an AVL tree of regions keyed by (start, end,
@@ -206,107 +191,14 @@ static struct {
 };
 
 
-/* What tells threads apart: the thread pointer where the compiler reads it
-   in one instruction, else the pthread id */
-static UCS_F_ALWAYS_INLINE void *uct_rc_gdr_rcache_thread_self(void)
-{
-#if defined(__x86_64__) || defined(__aarch64__)
-    return __builtin_thread_pointer();
-#else
-    return (void*)pthread_self();
-#endif
-}
-
-/* Take the lock if it is free, and say what held it (NULL: taken now) */
-static UCS_F_ALWAYS_INLINE void *
-uct_rc_gdr_rcache_lock_take_free(uct_rc_gdr_rcache_t *rcache)
-{
-    void *owner = NULL;
-
-    __atomic_compare_exchange_n(&rcache->lock, &owner,
-                                uct_rc_gdr_rcache_thread_self(), 0,
-                                __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
-    return owner;
-}
-
-/* Take the lock if it is free or ours; 1 when taken */
-static UCS_F_ALWAYS_INLINE int
-uct_rc_gdr_rcache_lock_try_inline(uct_rc_gdr_rcache_t *rcache)
-{
-    void *owner = uct_rc_gdr_rcache_lock_take_free(rcache);
-
-    if (ucs_likely(owner == NULL)) {
-        return 1;
-    }
-
-    if (owner == uct_rc_gdr_rcache_thread_self()) {
-        ++rcache->lock_depth;
-        return 1;
-    }
-
-    return 0;
-}
-
-/* The lock is held by another thread: spin a little, then yield the CPU
-   between attempts (the holder may be pinning pages for milliseconds) */
-static UCS_F_NOINLINE void
-uct_rc_gdr_rcache_lock_wait(uct_rc_gdr_rcache_t *rcache)
-{
-    int spins = 0;
-
-    for (;;) {
-        if ((__atomic_load_n(&rcache->lock, __ATOMIC_RELAXED) == NULL) &&
-            uct_rc_gdr_rcache_lock_try_inline(rcache)) {
-            return;
-        }
-
-        if (++spins < UCT_RC_GDR_RCACHE_LOCK_SPINS) {
-            UCT_RC_GDR_RCACHE_CPU_RELAX();
-        } else {
-            sched_yield();
-        }
-    }
-}
-
-static UCS_F_ALWAYS_INLINE void
-uct_rc_gdr_rcache_lock_inline(uct_rc_gdr_rcache_t *rcache)
-{
-    if (ucs_unlikely(!uct_rc_gdr_rcache_lock_try_inline(rcache))) {
-        uct_rc_gdr_rcache_lock_wait(rcache);
-    }
-}
-
-/* Let go of a lock held once (taken free, no re-entry left) */
-static UCS_F_ALWAYS_INLINE void
-uct_rc_gdr_rcache_lock_drop(uct_rc_gdr_rcache_t *rcache)
-{
-    ucs_assert(__atomic_load_n(&rcache->lock, __ATOMIC_RELAXED) ==
-               uct_rc_gdr_rcache_thread_self());
-    ucs_assert(rcache->lock_depth == 0);
-    __atomic_store_n(&rcache->lock, NULL, __ATOMIC_RELEASE);
-}
-
-static UCS_F_ALWAYS_INLINE void
-uct_rc_gdr_rcache_unlock_inline(uct_rc_gdr_rcache_t *rcache)
-{
-    if (ucs_unlikely(rcache->lock_depth > 0)) {
-        ucs_assert(__atomic_load_n(&rcache->lock, __ATOMIC_RELAXED) ==
-                   uct_rc_gdr_rcache_thread_self());
-        --rcache->lock_depth;
-        return;
-    }
-
-    uct_rc_gdr_rcache_lock_drop(rcache);
-}
-
 void uct_rc_gdr_rcache_lock(uct_rc_gdr_rcache_t *rcache)
 {
-    uct_rc_gdr_rcache_lock_inline(rcache);
+    uct_rc_gdr_lock_acquire(&rcache->lock);
 }
 
 void uct_rc_gdr_rcache_unlock(uct_rc_gdr_rcache_t *rcache)
 {
-    uct_rc_gdr_rcache_unlock_inline(rcache);
+    uct_rc_gdr_lock_release(&rcache->lock);
 }
 
 /* Total order of the tree: regions may share a start, and even a range */
@@ -950,7 +842,7 @@ static void uct_rc_gdr_rcache_before_fork(void)
     ucs_list_for_each(rcache, &uct_rc_gdr_rcache_fork.caches, fork_list) {
         /* Never wait here: a thread that holds the cache may be waiting for
          * this fork to return. Its kept registrations then stay. */
-        if (!uct_rc_gdr_rcache_lock_try_inline(rcache)) {
+        if (!uct_rc_gdr_lock_try(&rcache->lock)) {
             ucs_debug("rcache %s: busy at fork(): kept registrations stay",
                       rcache->name);
             continue;
@@ -1244,8 +1136,7 @@ uct_rc_gdr_rcache_create(const uct_rc_gdr_rcache_params_t *params,
         goto err_free_name;
     }
 
-    rcache->lock       = NULL;
-    rcache->lock_depth = 0;
+    uct_rc_gdr_lock_init(&rcache->lock);
     ucs_list_head_init(&rcache->lru);
     ucs_list_head_init(&rcache->regions);
     rcache->root        = NULL;
@@ -1464,7 +1355,7 @@ uct_rc_gdr_rcache_get_slow(uct_rc_gdr_rcache_t *rcache, void *address,
         return status;
     }
 
-    uct_rc_gdr_rcache_lock_inline(rcache);
+    uct_rc_gdr_lock_acquire(&rcache->lock);
 
     if (!(flags & UCT_RC_GDR_RCACHE_GET_FLAG_SHARE)) {
         goto miss;
@@ -1523,7 +1414,7 @@ miss_init:
               UCT_RC_GDR_RCACHE_REGION_ARG(region));
 
 out_unlock:
-    uct_rc_gdr_rcache_unlock_inline(rcache);
+    uct_rc_gdr_lock_release(&rcache->lock);
     return status;
 }
 
@@ -1551,7 +1442,7 @@ uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
         goto slow;
     }
 
-    if (ucs_unlikely(uct_rc_gdr_rcache_lock_take_free(rcache) != NULL)) {
+    if (ucs_unlikely(!uct_rc_gdr_lock_enter_free(&rcache->lock))) {
         goto slow;
     }
 
@@ -1566,7 +1457,7 @@ uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
                      (region->buffer_id != buffer_id) ||
                      (region->mem_type != mem_type) ||
                      ((region->access & access) != access))) {
-        uct_rc_gdr_rcache_lock_drop(rcache);
+        uct_rc_gdr_lock_leave_once(&rcache->lock);
         goto slow;
     }
 
@@ -1574,7 +1465,7 @@ uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
     uct_rc_gdr_rcache_ref_get(rcache, region, addr_start, length, handle_p);
     uct_rc_gdr_rcache_region_hit(rcache, region, addr_start, length);
     ++rcache->stats.fast_hits;
-    uct_rc_gdr_rcache_lock_drop(rcache);
+    uct_rc_gdr_lock_leave_once(&rcache->lock);
     return UCS_OK;
 
 slow:
@@ -1618,9 +1509,9 @@ uct_rc_gdr_rcache_put_slow(uct_rc_gdr_rcache_t *rcache,
 {
     ucs_status_t status;
 
-    uct_rc_gdr_rcache_lock_inline(rcache);
+    uct_rc_gdr_lock_acquire(&rcache->lock);
     status = uct_rc_gdr_rcache_put_locked(rcache, handle);
-    uct_rc_gdr_rcache_unlock_inline(rcache);
+    uct_rc_gdr_lock_release(&rcache->lock);
     return status;
 }
 
@@ -1630,12 +1521,12 @@ ucs_status_t uct_rc_gdr_rcache_put(uct_rc_gdr_rcache_t *rcache,
 {
     ucs_status_t status;
 
-    if (ucs_unlikely(uct_rc_gdr_rcache_lock_take_free(rcache) != NULL)) {
+    if (ucs_unlikely(!uct_rc_gdr_lock_enter_free(&rcache->lock))) {
         return uct_rc_gdr_rcache_put_slow(rcache, handle);
     }
 
     status = uct_rc_gdr_rcache_put_locked(rcache, handle);
-    uct_rc_gdr_rcache_lock_drop(rcache);
+    uct_rc_gdr_lock_leave_once(&rcache->lock);
     return status;
 }
 
