@@ -64,6 +64,62 @@ protected:
         return *uct_rc_gdr_lock_bias_flag(&m_lock, m_lock.bias);
     }
 
+    /* One turn inside, by the fast entry unless @a slow: counts an overlap
+       if another thread is inside too, and one guarded update */
+    void take_turn(bool slow, bool yield_inside)
+    {
+        bool fast = !slow && uct_rc_gdr_lock_enter_free(&m_lock);
+
+        if (!fast) {
+            uct_rc_gdr_lock_acquire(&m_lock);
+        }
+        if (m_inside.fetch_add(1, std::memory_order_relaxed) != 0) {
+            ++m_overlaps;
+        }
+        ++m_counter;
+        if (yield_inside) {
+            std::this_thread::yield(); /* hold it across a switch */
+        }
+        m_inside.fetch_sub(1, std::memory_order_relaxed);
+        if (fast) {
+            uct_rc_gdr_lock_leave_once(&m_lock);
+        } else {
+            uct_rc_gdr_lock_release(&m_lock);
+        }
+    }
+
+    /* A thread inside the lock until @a left is ready (by the bias, which
+       it takes first, if @a biased); returns once it is in */
+    std::thread hold_until(std::shared_future<void> left, bool biased,
+                           uintptr_t *id = nullptr)
+    {
+        std::promise<void> inside;
+        std::future<void> in = inside.get_future();
+        std::thread holder([this, left, biased, id,
+                            inside = std::move(inside)]() mutable {
+            if (biased) {
+                take_bias();
+            }
+            if (id != nullptr) {
+                *id = uct_rc_gdr_lock_self();
+            }
+            uct_rc_gdr_lock_acquire(&m_lock);
+            inside.set_value();
+            left.wait();
+            uct_rc_gdr_lock_release(&m_lock);
+        });
+
+        in.wait();
+        return holder;
+    }
+
+    /* At least 4 threads, and one per CPU up to 16 */
+    static unsigned num_threads()
+    {
+        return std::max(4u, std::min(16u,
+                                     std::thread::hardware_concurrency()));
+    }
+
     /* Runs @a func on another thread; false if it did not end in time */
     template <typename F> static bool run_bounded(F func)
     {
@@ -79,7 +135,10 @@ protected:
         return true;
     }
 
-    uct_rc_gdr_lock_t m_lock;
+    uct_rc_gdr_lock_t     m_lock;
+    std::atomic<unsigned> m_inside{0};
+    std::atomic<unsigned> m_overlaps{0};
+    unsigned long         m_counter = 0; /* guarded by the lock alone */
 };
 
 } // namespace
@@ -181,21 +240,12 @@ TEST_F(lock, revoke_waits_for_biased_thread) {
 /* try() does not wait for a biased thread inside: the mark it leaves makes
    the next taker of the lock word finish the revocation */
 TEST_F(lock, try_leaves_revocation_to_next) {
-    std::promise<void> inside, leave;
-    std::future<void> left = leave.get_future();
-    uintptr_t holder_id    = 0;
+    std::promise<void> leave;
+    uintptr_t holder_id = 0;
 
     require_bias();
-    std::thread holder([&]() {
-        take_bias();
-        holder_id = uct_rc_gdr_lock_self();
-        uct_rc_gdr_lock_acquire(&m_lock);
-        inside.set_value();
-        left.wait();
-        uct_rc_gdr_lock_release(&m_lock);
-    });
-
-    inside.get_future().wait();
+    std::thread holder = hold_until(leave.get_future().share(), true,
+                                    &holder_id);
     EXPECT_FALSE(uct_rc_gdr_lock_try(&m_lock));
     EXPECT_EQ(holder_id, bias_thread());
     EXPECT_TRUE(m_lock.bias & UCT_RC_GDR_LOCK_BIAS_REVOKE);
@@ -211,17 +261,9 @@ TEST_F(lock, try_leaves_revocation_to_next) {
 
 /* try() never waits for the holder of the lock word */
 TEST_F(lock, try_never_waits) {
-    std::promise<void> inside, leave;
-    std::future<void> left = leave.get_future();
+    std::promise<void> leave;
+    std::thread holder = hold_until(leave.get_future().share(), false);
 
-    std::thread holder([&]() {
-        uct_rc_gdr_lock_acquire(&m_lock);
-        inside.set_value();
-        left.wait();
-        uct_rc_gdr_lock_release(&m_lock);
-    });
-
-    inside.get_future().wait();
     EXPECT_FALSE(uct_rc_gdr_lock_try(&m_lock));
     leave.set_value();
     holder.join();
@@ -232,37 +274,14 @@ TEST_F(lock, try_never_waits) {
  * another, no update is lost, and the bias stops moving after its grants.
  */
 TEST_F(lock, threads_exclude) {
-    /* At least 4 threads, and one per CPU up to 16 */
-    const unsigned nthreads = std::max(4u, std::min(16u,
-                                       std::thread::hardware_concurrency()));
+    const unsigned nthreads = num_threads();
     const unsigned iters    = 20000;
-    std::atomic<unsigned> inside(0);
-    std::atomic<unsigned> overlaps(0);
     std::vector<std::thread> threads;
-    unsigned long counter = 0; /* guarded by the lock alone */
 
     for (unsigned t = 0; t < nthreads; ++t) {
         threads.emplace_back([&, t]() {
             for (unsigned i = 0; i < iters; ++i) {
-                bool fast = ((i + t) % 3 != 0) &&
-                            uct_rc_gdr_lock_enter_free(&m_lock);
-
-                if (!fast) {
-                    uct_rc_gdr_lock_acquire(&m_lock);
-                }
-                if (inside.fetch_add(1, std::memory_order_relaxed) != 0) {
-                    ++overlaps;
-                }
-                ++counter;
-                if (i % 64 == 0) {
-                    std::this_thread::yield(); /* hold it across a switch */
-                }
-                inside.fetch_sub(1, std::memory_order_relaxed);
-                if (fast) {
-                    uct_rc_gdr_lock_leave_once(&m_lock);
-                } else {
-                    uct_rc_gdr_lock_release(&m_lock);
-                }
+                take_turn((i + t) % 3 == 0, i % 64 == 0);
             }
         });
     }
@@ -271,8 +290,8 @@ TEST_F(lock, threads_exclude) {
         thread.join();
     }
 
-    EXPECT_EQ(0u, overlaps.load());
-    EXPECT_EQ((unsigned long)nthreads * iters, counter);
+    EXPECT_EQ(0u, m_overlaps.load());
+    EXPECT_EQ((unsigned long)nthreads * iters, m_counter);
     EXPECT_EQ(0u, m_lock.grants_left) << "threads taking turns use up the "
                                          "grants";
 }
@@ -283,14 +302,11 @@ TEST_F(lock, threads_exclude) {
  * while it was on its way in must not touch the new holder's state.
  */
 TEST_F(lock, threads_exclude_across_grants) {
-    const unsigned nthreads = std::max(4u, std::min(16u,
-                                       std::thread::hardware_concurrency()));
+    const unsigned nthreads = num_threads();
     const unsigned rounds   = 300;
     const unsigned iters    = 64;
-    std::atomic<unsigned> inside(0), overlaps(0), done(0);
-    std::atomic<unsigned> round(0);
+    std::atomic<unsigned> round(0), done(0);
     std::vector<std::thread> threads;
-    unsigned long counter = 0; /* guarded by the lock alone */
 
     require_bias();
     for (unsigned t = 0; t < nthreads; ++t) {
@@ -301,22 +317,7 @@ TEST_F(lock, threads_exclude_across_grants) {
                     std::this_thread::yield();
                 }
                 for (unsigned i = 0; i < iters; ++i) {
-                    bool fast = ((i + t) % 4 != 0) &&
-                                uct_rc_gdr_lock_enter_free(&m_lock);
-
-                    if (!fast) {
-                        uct_rc_gdr_lock_acquire(&m_lock);
-                    }
-                    if (inside.fetch_add(1, std::memory_order_relaxed) != 0) {
-                        ++overlaps;
-                    }
-                    ++counter;
-                    inside.fetch_sub(1, std::memory_order_relaxed);
-                    if (fast) {
-                        uct_rc_gdr_lock_leave_once(&m_lock);
-                    } else {
-                        uct_rc_gdr_lock_release(&m_lock);
-                    }
+                    take_turn((i + t) % 4 == 0, false);
                 }
                 ++done;
             }
@@ -334,8 +335,8 @@ TEST_F(lock, threads_exclude_across_grants) {
         thread.join();
     }
 
-    EXPECT_EQ(0u, overlaps.load());
-    EXPECT_EQ((unsigned long)nthreads * rounds * iters, counter);
+    EXPECT_EQ(0u, m_overlaps.load());
+    EXPECT_EQ((unsigned long)nthreads * rounds * iters, m_counter);
 }
 
 /*
