@@ -884,7 +884,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
                                          (unsigned)UCT_RC_GDR_MAX_IOV);
     /* One number serves both ends of a queue pair (initiator depth and
      * responder resources), so it stays within both of the device's limits;
-     * UCS_ULUNITS_AUTO is the largest unsigned long and takes them whole. */
+     * "auto" and "inf" parse to values above any limit and take it whole. */
     self->config.max_rd_atomic = ucs_min(config->max_rd_atomic,
                                          (unsigned long)ucs_min(
                                          md->dev_attr.max_qp_init_rd_atom,
