@@ -7,7 +7,8 @@
 #
 # Usage: contrib/bench-rcache.sh [BUILD_DIR] [-- rcache_bench options]
 #   default: 10,000 entries in pseudo-random order, then 10,000 in
-#   sequential order, then 1 entry
+#   sequential order, then 1 entry, then 10,000 pseudo-random whose gets
+#   start 64 bytes into the page (each hit also updates the hull)
 #
 set -euo pipefail
 
@@ -34,7 +35,7 @@ if [ $# -gt 0 ]; then
     exit
 fi
 
-for args in "-n 10000" "-n 10000 -s" "-n 1"; do
+for args in "-n 10000" "-n 10000 -s" "-n 1" "-n 10000 -o 64"; do
     # shellcheck disable=SC2086 # the words are options
     "$BENCH" $args
     echo

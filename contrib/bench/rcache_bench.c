@@ -11,7 +11,11 @@
  * CPU.
  *
  * Usage: rcache_bench [-n ENTRIES] [-i ITERS] [-r RUNS] [-c CPU] [-s]
+ *                     [-o OFFSET]
  *   -s  sequential order instead of pseudo-random
+ *   -o  every get asks for its page from OFFSET bytes in: rc_gdr's regions
+ *       then never have every byte asked for, and each hit also updates the
+ *       region's hull (a second cache line)
  *
  * See file LICENSE for terms.
  */
@@ -57,6 +61,7 @@ typedef struct {
     unsigned runs;
     int      cpu;
     int      sequential;
+    size_t   offset;     /* into each page, of every get */
     size_t   page;
     char     *mem;
     size_t   *order;
@@ -85,6 +90,17 @@ static double bench_median(double *values, unsigned count)
     qsort(values, count, sizeof(*values), bench_cmp_double);
     return (count % 2) ? values[count / 2] :
                          (values[count / 2 - 1] + values[count / 2]) / 2;
+}
+
+/* What every get of entry @a i asks for: its page from the offset on */
+static void *bench_address(const bench_t *b, size_t i)
+{
+    return b->mem + i * b->page + b->offset;
+}
+
+static size_t bench_length(const bench_t *b)
+{
+    return b->page - b->offset;
 }
 
 static void bench_die(const char *what, ucs_status_t status)
@@ -135,8 +151,9 @@ static void bench_gdr_init(bench_t *b, bench_gdr_t *g)
 
     g->held = calloc(b->entries, sizeof(*g->held));
     for (i = 0; i < b->entries; ++i) {
-        status = uct_rc_gdr_rcache_get(g->rcache, b->mem + i * b->page,
-                                       b->page, UCS_MEMORY_TYPE_HOST, 0, 0,
+        status = uct_rc_gdr_rcache_get(g->rcache, bench_address(b, i),
+                                       bench_length(b), UCS_MEMORY_TYPE_HOST,
+                                       0, 0,
                                        flags, &g->held[i]);
         if (status != UCS_OK) {
             bench_die("uct_rc_gdr_rcache_get", status);
@@ -154,9 +171,9 @@ static double bench_gdr_run(bench_t *b, bench_gdr_t *g)
 
     start = bench_now_ns();
     for (i = 0, k = 0; i < b->iters; ++i) {
-        if (uct_rc_gdr_rcache_get(g->rcache, b->mem + b->order[k] * b->page,
-                                  b->page, UCS_MEMORY_TYPE_HOST, 0, 0, flags,
-                                  &handle) != UCS_OK) {
+        if (uct_rc_gdr_rcache_get(g->rcache, bench_address(b, b->order[k]),
+                                  bench_length(b), UCS_MEMORY_TYPE_HOST, 0, 0,
+                                  flags, &handle) != UCS_OK) {
             bench_die("uct_rc_gdr_rcache_get", UCS_ERR_IO_ERROR);
         }
         uct_rc_gdr_rcache_put(g->rcache, handle);
@@ -228,10 +245,10 @@ static ucs_status_t bench_ucs_get(bench_t *b, bench_ucs_t *u, void *address,
                                   ucs_rcache_region_t **region_p)
 {
 #if BENCH_UCS_ALIGN_IN_PARAMS
-    return ucs_rcache_get(u->rcache, address, b->page, PROT_READ | PROT_WRITE,
-                          NULL, region_p);
+    return ucs_rcache_get(u->rcache, address, bench_length(b),
+                          PROT_READ | PROT_WRITE, NULL, region_p);
 #else
-    return ucs_rcache_get(u->rcache, address, b->page, b->page,
+    return ucs_rcache_get(u->rcache, address, bench_length(b), b->page,
                           PROT_READ | PROT_WRITE, NULL, region_p);
 #endif
 }
@@ -268,7 +285,7 @@ static void bench_ucs_init(bench_t *b, bench_ucs_t *u)
 
     u->held = calloc(b->entries, sizeof(*u->held));
     for (i = 0; i < b->entries; ++i) {
-        status = bench_ucs_get(b, u, b->mem + i * b->page, &u->held[i]);
+        status = bench_ucs_get(b, u, bench_address(b, i), &u->held[i]);
         if (status != UCS_OK) {
             bench_die("ucs_rcache_get", status);
         }
@@ -283,7 +300,7 @@ static double bench_ucs_run(bench_t *b, bench_ucs_t *u)
 
     start = bench_now_ns();
     for (i = 0, k = 0; i < b->iters; ++i) {
-        if (bench_ucs_get(b, u, b->mem + b->order[k] * b->page, &region) !=
+        if (bench_ucs_get(b, u, bench_address(b, b->order[k]), &region) !=
             UCS_OK) {
             bench_die("ucs_rcache_get", UCS_ERR_IO_ERROR);
         }
@@ -310,7 +327,7 @@ static void bench_ucs_cleanup(bench_t *b, bench_ucs_t *u)
 static void bench_usage(const char *prog)
 {
     fprintf(stderr, "usage: %s [-n ENTRIES] [-i ITERS] [-r RUNS] [-c CPU] "
-            "[-s]\n", prog);
+            "[-s] [-o OFFSET]\n", prog);
     exit(2);
 }
 
@@ -327,13 +344,14 @@ int main(int argc, char **argv)
     size_t i, j, t;
     int opt;
 
-    while ((opt = getopt(argc, argv, "n:i:r:c:s")) != -1) {
+    while ((opt = getopt(argc, argv, "n:i:r:c:so:")) != -1) {
         switch (opt) {
         case 'n': b.entries    = strtoul(optarg, NULL, 0); break;
         case 'i': b.iters      = strtoul(optarg, NULL, 0); break;
         case 'r': b.runs       = strtoul(optarg, NULL, 0); break;
         case 'c': b.cpu        = atoi(optarg);             break;
         case 's': b.sequential = 1;                        break;
+        case 'o': b.offset     = strtoul(optarg, NULL, 0); break;
         default:  bench_usage(argv[0]);
         }
     }
@@ -354,6 +372,9 @@ int main(int argc, char **argv)
     }
 
     b.page = ucs_get_page_size();
+    if (b.offset >= b.page) {
+        bench_usage(argv[0]);
+    }
     b.mem  = mmap(NULL, b.entries * b.page, PROT_READ | PROT_WRITE,
                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (b.mem == MAP_FAILED) {
@@ -389,11 +410,11 @@ int main(int argc, char **argv)
         ucs_ns[run] = bench_ucs_run(&b, &u);
     }
 
-    printf("rcache_bench: %zu live one-page entries, %s order, %zu get+put "
-           "per run, %u runs alternated, CPU %d, thread CPU time\n",
-           b.entries,
-           b.sequential ? "sequential" : "pseudo-random", b.iters, b.runs,
-           b.cpu);
+    printf("rcache_bench: %zu live one-page entries, %s order, gets of %zu "
+           "bytes at offset %zu, %zu get+put per run, %u runs alternated, "
+           "CPU %d, thread CPU time\n", b.entries,
+           b.sequential ? "sequential" : "pseudo-random", bench_length(&b),
+           b.offset, b.iters, b.runs, b.cpu);
     printf("runs (ns):");
     for (run = 0; run < b.runs; ++run) {
         printf(" %.1f/%.1f", gdr_ns[run], ucs_ns[run]);

@@ -1195,6 +1195,48 @@ TEST_F(rcache, direct_cache_keeps_stale_check) {
     put(b);
 }
 
+/*
+ * A direct hit that asks for bytes the region's hull lacks grows the hull:
+ * asked for with another identity, those bytes make the region stale.
+ */
+TEST_F(rcache, direct_hit_grows_hull) {
+    const uintptr_t x = 0x900000;
+
+    region_t *a = get(x, 0x100, 1, UCS_MEMORY_TYPE_CUDA);
+    put(get(x + 0x800, 0x100, 1, UCS_MEMORY_TYPE_CUDA));
+    EXPECT_EQ(1u, stats().fast_hits);
+    check();
+
+    /* Only the direct hit asked for these bytes with A's identity */
+    region_t *b = get(x + 0x840, 0x80, 2, UCS_MEMORY_TYPE_CUDA);
+    EXPECT_NE(a, b);
+    EXPECT_FALSE(registered(a));
+    EXPECT_TRUE(registered(b));
+    EXPECT_EQ(1u, stats().invalidations);
+    check();
+
+    put(a);
+    put(b);
+}
+
+/* A hull grown to the whole region by hits: any byte makes it stale */
+TEST_F(rcache, whole_hull_stale_for_other_identity) {
+    const uintptr_t x = 0xa00000;
+
+    region_t *a = get(x, 0x80, 1, UCS_MEMORY_TYPE_CUDA);
+    put(get(x, PAGE, 1, UCS_MEMORY_TYPE_CUDA));
+    put(get(x + 0x40, 0x10, 1, UCS_MEMORY_TYPE_CUDA));
+    EXPECT_EQ(2u, stats().fast_hits);
+    check();
+
+    region_t *b = get(x + PAGE - 0x10, 0x10, 2, UCS_MEMORY_TYPE_CUDA);
+    EXPECT_FALSE(registered(a));
+    EXPECT_EQ(1u, stats().invalidations);
+
+    put(a);
+    put(b);
+}
+
 /* 10,000 kept one-page regions: a repeated get is a direct hit */
 TEST_F(rcache, direct_cache_many) {
     const unsigned n     = 10000;
@@ -1310,16 +1352,50 @@ TEST_F(rcache, bad_params) {
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_rc_gdr_rcache_create(&params, &other));
 
+    /* A hull's ends must fit in 16 bits */
+    params.page_size = 1ul << 17;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_rc_gdr_rcache_create(&params, &other));
+
     params.page_size = PAGE;
     params.ops       = &no_dereg;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_rc_gdr_rcache_create(&params, &other));
-    EXPECT_EQ(2u, take_log().size());
+    EXPECT_EQ(3u, take_log().size());
+
+    /* A private area a block cannot hold a few of */
+    params.ops       = &ops;
+    params.priv_size = 1ul << 20;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_rc_gdr_rcache_create(&params, &other));
+    EXPECT_EQ(1u, take_log().size());
 
     /* No private area and the default name */
-    params.ops = &ops;
+    params.priv_size = 0;
     ASSERT_EQ(UCS_OK, uct_rc_gdr_rcache_create(&params, &other));
     uct_rc_gdr_rcache_destroy(other);
+}
+
+/* Access bits and memory types a region cannot hold are refused */
+TEST_F(rcache, get_out_of_range) {
+    handle_t handle = 0;
+
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_rc_gdr_rcache_get(m_rcache, (void*)0x100000, 64,
+                                    UCS_MEMORY_TYPE_HOST, 0,
+                                    UCT_RC_GDR_RCACHE_ACCESS_MAX + 1,
+                                    UCT_RC_GDR_RCACHE_GET_FLAG_SHARE,
+                                    &handle));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_rc_gdr_rcache_get(m_rcache, (void*)0x100000, 64, 256, 0, 0,
+                                    UCT_RC_GDR_RCACHE_GET_FLAG_SHARE,
+                                    &handle));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_rc_gdr_rcache_get(m_rcache, (void*)0x100000, 64, -1, 0, 0,
+                                    0, &handle));
+    EXPECT_EQ(0u, handle);
+    EXPECT_EQ(3u, take_log().size());
+    EXPECT_EQ(0u, stats().live);
 }
 
 /*

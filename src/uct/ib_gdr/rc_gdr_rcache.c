@@ -19,18 +19,19 @@
 #include <string.h>
 
 
-/* The md's private area starts on this boundary after the region */
-#define UCT_RC_GDR_RCACHE_PRIV_ALIGN 16
+/* Nodes (and the md's private area after each) start on a cache line */
+#define UCT_RC_GDR_RCACHE_NODE_ALIGN 64
 
-/* Regions start on a cache line: a hit touches the first one */
-#define UCT_RC_GDR_RCACHE_REGION_ALIGN 64
+#define UCT_RC_GDR_RCACHE_NODE_HEADER_SIZE \
+    ucs_align_up_pow2(sizeof(uct_rc_gdr_rcache_node_t), \
+                      UCT_RC_GDR_RCACHE_NODE_ALIGN)
 
-#define UCT_RC_GDR_RCACHE_REGION_SIZE \
-    ucs_align_up_pow2(sizeof(uct_rc_gdr_rcache_region_t), \
-                      UCT_RC_GDR_RCACHE_PRIV_ALIGN)
+/* Regions are carved from blocks of this size, aligned to it and kept until
+   destroy: a region finds its node from its own address */
+#define UCT_RC_GDR_RCACHE_BLOCK_SIZE UCS_BIT(16)
 
-/* Regions are carved from blocks of this many, kept until destroy */
-#define UCT_RC_GDR_RCACHE_REGIONS_PER_BLOCK 64
+/* More than a block of the smallest nodes holds */
+#define UCT_RC_GDR_RCACHE_BLOCK_REGIONS_MAX 512
 
 /* Direct cache: log2 of its slots, first and largest */
 #define UCT_RC_GDR_RCACHE_DC_MIN_BITS 6
@@ -64,9 +65,57 @@ enum {
     /* A region of another allocation identity overlaps it (now or once):
        a get must walk the tree, where stale regions are found */
     UCT_RC_GDR_RCACHE_REGION_FLAG_CONTESTED  = UCS_BIT(5),
-    /* Its handles are listed in region->refs */
+    /* Its handles are listed in its node's refs */
     UCT_RC_GDR_RCACHE_REGION_FLAG_TRACKED    = UCS_BIT(6)
 };
+
+
+/*
+ * The hull of a region: the bytes asked for with its buffer, from the first
+ * to the last, as what its two ends leave out. The first get asked for bytes
+ * on its first and its last page, so each end leaves out less than a page,
+ * and a hit only ever makes them smaller.
+ */
+typedef struct uct_rc_gdr_rcache_hull {
+    uint16_t head; /* bytes after region->start never asked for */
+    uint16_t tail; /* bytes before region->end never asked for */
+} uct_rc_gdr_rcache_hull_t;
+
+
+/*
+ * The part of a region a hit does not touch, in the same block as the region
+ * (uct_rc_gdr_rcache_node()).
+ */
+typedef struct uct_rc_gdr_rcache_node {
+    uct_rc_gdr_rcache_region_t    *region;       /* what it belongs to */
+    struct uct_rc_gdr_rcache_node *left;         /* interval tree; also the */
+    struct uct_rc_gdr_rcache_node *right;        /* free list, by left */
+    uintptr_t                     max_end;       /* largest end in subtree */
+    int                           height;        /* AVL, leaf = 1 */
+    unsigned                      check_refs;    /* for the check */
+    uct_rc_gdr_rcache_region_t    *next_release; /* pending release */
+    ucs_list_link_t               lru;           /* kept, unreferenced */
+    ucs_list_link_t               list;          /* every live region */
+    uct_rc_gdr_rcache_ref_t       *refs;         /* its handles, if tracked */
+
+    /* followed, at UCT_RC_GDR_RCACHE_NODE_HEADER_SIZE, by params.priv_size
+       bytes for the md */
+} uct_rc_gdr_rcache_node_t;
+
+
+/*
+ * A block: this header with the hulls, then the regions, packed, then their
+ * nodes, all in the same order. A hit reads a region and its hull, both
+ * packed (32 and 4 bytes), and no node.
+ */
+typedef struct uct_rc_gdr_rcache_block {
+    struct uct_rc_gdr_rcache_block *next;
+    uct_rc_gdr_rcache_node_t       *nodes;     /* the node of regions[0] */
+    size_t                         node_size;  /* with the private area */
+    uct_rc_gdr_rcache_hull_t       hulls[UCT_RC_GDR_RCACHE_BLOCK_REGIONS_MAX]
+                                   UCS_V_ALIGNED(64);
+    uct_rc_gdr_rcache_region_t     regions[] UCS_V_ALIGNED(64);
+} uct_rc_gdr_rcache_block_t;
 
 
 /*
@@ -77,12 +126,6 @@ enum {
  * slot.
  */
 typedef uct_rc_gdr_rcache_region_t *uct_rc_gdr_rcache_dc_slot_t;
-
-
-/* A block of regions, carved when the free list runs dry */
-typedef struct uct_rc_gdr_rcache_block {
-    struct uct_rc_gdr_rcache_block *next;
-} uct_rc_gdr_rcache_block_t;
 
 
 struct uct_rc_gdr_rcache {
@@ -105,7 +148,7 @@ struct uct_rc_gdr_rcache {
      * the ones it replaces, while here a partial overlap must get its own
      * region and leave the other one alone.
      */
-    uct_rc_gdr_rcache_region_t    *root;
+    uct_rc_gdr_rcache_node_t      *root;
 
     /*
      * In front of the tree, a direct-mapped cache keyed by the first page of
@@ -122,9 +165,10 @@ struct uct_rc_gdr_rcache {
     ucs_list_link_t               lru;       /* kept regions, oldest first */
     ucs_list_link_t               fork_list; /* in the caches fork purges */
     ucs_list_link_t               regions;   /* every live region */
-    uct_rc_gdr_rcache_region_t    *free_regions;
+    uct_rc_gdr_rcache_node_t      *free_nodes; /* by left */
     uct_rc_gdr_rcache_block_t     *blocks;
-    size_t                        region_size;
+    size_t                        node_size;
+    unsigned                      block_regions; /* regions per block */
 
     /* Handle slots of this cache waiting for reuse, the last one freed
        first (it is in the CPU cache), its generation one higher: a stale
@@ -220,17 +264,44 @@ static int uct_rc_gdr_rcache_region_cmp(const uct_rc_gdr_rcache_region_t *a,
     return 0;
 }
 
-static int uct_rc_gdr_rcache_node_height(const uct_rc_gdr_rcache_region_t *node)
+static UCS_F_ALWAYS_INLINE uct_rc_gdr_rcache_block_t *
+uct_rc_gdr_rcache_block(const uct_rc_gdr_rcache_region_t *region)
+{
+    return (uct_rc_gdr_rcache_block_t*)
+            ucs_align_down_pow2((uintptr_t)region,
+                                UCT_RC_GDR_RCACHE_BLOCK_SIZE);
+}
+
+/* The hull of a region, beside the hulls of its neighbours */
+static UCS_F_ALWAYS_INLINE uct_rc_gdr_rcache_hull_t *
+uct_rc_gdr_rcache_hull(const uct_rc_gdr_rcache_region_t *region)
+{
+    uct_rc_gdr_rcache_block_t *block = uct_rc_gdr_rcache_block(region);
+
+    return &block->hulls[region - block->regions];
+}
+
+/* The node of a region: the same index in the same block */
+static UCS_F_ALWAYS_INLINE uct_rc_gdr_rcache_node_t *
+uct_rc_gdr_rcache_node(const uct_rc_gdr_rcache_region_t *region)
+{
+    uct_rc_gdr_rcache_block_t *block = uct_rc_gdr_rcache_block(region);
+
+    return UCS_PTR_BYTE_OFFSET(block->nodes, (region - block->regions) *
+                                             block->node_size);
+}
+
+static int uct_rc_gdr_rcache_node_height(const uct_rc_gdr_rcache_node_t *node)
 {
     return (node == NULL) ? 0 : node->height;
 }
 
 /* Recompute the augmented fields of a node from its children */
-static void uct_rc_gdr_rcache_node_update(uct_rc_gdr_rcache_region_t *node)
+static void uct_rc_gdr_rcache_node_update(uct_rc_gdr_rcache_node_t *node)
 {
     node->height  = 1 + ucs_max(uct_rc_gdr_rcache_node_height(node->left),
                                 uct_rc_gdr_rcache_node_height(node->right));
-    node->max_end = node->end;
+    node->max_end = node->region->end;
     if (node->left != NULL) {
         node->max_end = ucs_max(node->max_end, node->left->max_end);
     }
@@ -239,10 +310,10 @@ static void uct_rc_gdr_rcache_node_update(uct_rc_gdr_rcache_region_t *node)
     }
 }
 
-static uct_rc_gdr_rcache_region_t *
-uct_rc_gdr_rcache_rotate_right(uct_rc_gdr_rcache_region_t *node)
+static uct_rc_gdr_rcache_node_t *
+uct_rc_gdr_rcache_rotate_right(uct_rc_gdr_rcache_node_t *node)
 {
-    uct_rc_gdr_rcache_region_t *pivot = node->left;
+    uct_rc_gdr_rcache_node_t *pivot = node->left;
 
     node->left   = pivot->right;
     pivot->right = node;
@@ -251,10 +322,10 @@ uct_rc_gdr_rcache_rotate_right(uct_rc_gdr_rcache_region_t *node)
     return pivot;
 }
 
-static uct_rc_gdr_rcache_region_t *
-uct_rc_gdr_rcache_rotate_left(uct_rc_gdr_rcache_region_t *node)
+static uct_rc_gdr_rcache_node_t *
+uct_rc_gdr_rcache_rotate_left(uct_rc_gdr_rcache_node_t *node)
 {
-    uct_rc_gdr_rcache_region_t *pivot = node->right;
+    uct_rc_gdr_rcache_node_t *pivot = node->right;
 
     node->right = pivot->left;
     pivot->left = node;
@@ -267,8 +338,8 @@ uct_rc_gdr_rcache_rotate_left(uct_rc_gdr_rcache_region_t *node)
  * Restore the AVL balance of a subtree whose children are balanced and differ
  * in height by at most 2; returns the new subtree root.
  */
-static uct_rc_gdr_rcache_region_t *
-uct_rc_gdr_rcache_rebalance(uct_rc_gdr_rcache_region_t *node)
+static uct_rc_gdr_rcache_node_t *
+uct_rc_gdr_rcache_rebalance(uct_rc_gdr_rcache_node_t *node)
 {
     int balance;
 
@@ -295,9 +366,9 @@ uct_rc_gdr_rcache_rebalance(uct_rc_gdr_rcache_region_t *node)
     return node;
 }
 
-static uct_rc_gdr_rcache_region_t *
-uct_rc_gdr_rcache_tree_insert(uct_rc_gdr_rcache_region_t *root,
-                              uct_rc_gdr_rcache_region_t *node)
+static uct_rc_gdr_rcache_node_t *
+uct_rc_gdr_rcache_tree_insert(uct_rc_gdr_rcache_node_t *root,
+                              uct_rc_gdr_rcache_node_t *node)
 {
     if (root == NULL) {
         node->left  = NULL;
@@ -306,7 +377,7 @@ uct_rc_gdr_rcache_tree_insert(uct_rc_gdr_rcache_region_t *root,
         return node;
     }
 
-    if (uct_rc_gdr_rcache_region_cmp(node, root) < 0) {
+    if (uct_rc_gdr_rcache_region_cmp(node->region, root->region) < 0) {
         root->left = uct_rc_gdr_rcache_tree_insert(root->left, node);
     } else {
         root->right = uct_rc_gdr_rcache_tree_insert(root->right, node);
@@ -316,9 +387,9 @@ uct_rc_gdr_rcache_tree_insert(uct_rc_gdr_rcache_region_t *root,
 }
 
 /* Unlink the leftmost node of a non-empty subtree into *min_p */
-static uct_rc_gdr_rcache_region_t *
-uct_rc_gdr_rcache_tree_remove_min(uct_rc_gdr_rcache_region_t *root,
-                                  uct_rc_gdr_rcache_region_t **min_p)
+static uct_rc_gdr_rcache_node_t *
+uct_rc_gdr_rcache_tree_remove_min(uct_rc_gdr_rcache_node_t *root,
+                                  uct_rc_gdr_rcache_node_t **min_p)
 {
     if (root->left == NULL) {
         *min_p = root;
@@ -329,16 +400,16 @@ uct_rc_gdr_rcache_tree_remove_min(uct_rc_gdr_rcache_region_t *root,
     return uct_rc_gdr_rcache_rebalance(root);
 }
 
-static uct_rc_gdr_rcache_region_t *
-uct_rc_gdr_rcache_tree_remove(uct_rc_gdr_rcache_region_t *root,
-                              uct_rc_gdr_rcache_region_t *node)
+static uct_rc_gdr_rcache_node_t *
+uct_rc_gdr_rcache_tree_remove(uct_rc_gdr_rcache_node_t *root,
+                              uct_rc_gdr_rcache_node_t *node)
 {
-    uct_rc_gdr_rcache_region_t *successor;
+    uct_rc_gdr_rcache_node_t *successor;
     int cmp;
 
     ucs_assert(root != NULL); /* the caller checked that node is in the tree */
 
-    cmp = uct_rc_gdr_rcache_region_cmp(node, root);
+    cmp = uct_rc_gdr_rcache_region_cmp(node->region, root->region);
     if (cmp < 0) {
         root->left = uct_rc_gdr_rcache_tree_remove(root->left, node);
     } else if (cmp > 0) {
@@ -361,20 +432,20 @@ uct_rc_gdr_rcache_tree_remove(uct_rc_gdr_rcache_region_t *root,
 }
 
 /* Visit, in order, every region that overlaps [start, end) */
-static void uct_rc_gdr_rcache_tree_overlap(uct_rc_gdr_rcache_region_t *node,
+static void uct_rc_gdr_rcache_tree_overlap(uct_rc_gdr_rcache_node_t *node,
                                            uintptr_t start, uintptr_t end,
                                            uct_rc_gdr_rcache_visit_func_t cb,
                                            void *arg)
 {
     while ((node != NULL) && (node->max_end > start)) {
         uct_rc_gdr_rcache_tree_overlap(node->left, start, end, cb, arg);
-        if (node->start >= end) {
+        if (node->region->start >= end) {
             /* The right subtree starts even later */
             return;
         }
 
-        if (node->end > start) {
-            cb(node, arg);
+        if (node->region->end > start) {
+            cb(node->region, arg);
         }
 
         node = node->right;
@@ -387,14 +458,14 @@ static void uct_rc_gdr_rcache_tree_overlap(uct_rc_gdr_rcache_region_t *node,
  * range or beside it cost nothing: O(log n) per containing region found.
  * *steps_p counts the nodes examined.
  */
-static void uct_rc_gdr_rcache_tree_contain(uct_rc_gdr_rcache_region_t *node,
+static void uct_rc_gdr_rcache_tree_contain(uct_rc_gdr_rcache_node_t *node,
                                            uintptr_t start, uintptr_t end,
                                            uct_rc_gdr_rcache_visit_func_t cb,
                                            void *arg, uint64_t *steps_p)
 {
     while ((node != NULL) && (node->max_end >= end)) {
         ++(*steps_p);
-        if (node->start > start) {
+        if (node->region->start > start) {
             /* The node and its right subtree start too late */
             node = node->left;
             continue;
@@ -402,8 +473,8 @@ static void uct_rc_gdr_rcache_tree_contain(uct_rc_gdr_rcache_region_t *node,
 
         uct_rc_gdr_rcache_tree_contain(node->left, start, end, cb, arg,
                                        steps_p);
-        if (node->end >= end) {
-            cb(node, arg);
+        if (node->region->end >= end) {
+            cb(node->region, arg);
         }
 
         node = node->right;
@@ -413,7 +484,8 @@ static void uct_rc_gdr_rcache_tree_contain(uct_rc_gdr_rcache_region_t *node,
 static void uct_rc_gdr_rcache_tree_add(uct_rc_gdr_rcache_t *rcache,
                                        uct_rc_gdr_rcache_region_t *region)
 {
-    rcache->root   = uct_rc_gdr_rcache_tree_insert(rcache->root, region);
+    rcache->root   = uct_rc_gdr_rcache_tree_insert(
+            rcache->root, uct_rc_gdr_rcache_node(region));
     region->flags |= UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE;
     ++rcache->stats.entries;
     rcache->stats.size += region->end - region->start;
@@ -423,7 +495,7 @@ static void uct_rc_gdr_rcache_lru_del(uct_rc_gdr_rcache_t *rcache,
                                       uct_rc_gdr_rcache_region_t *region)
 {
     if (region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_IN_LRU) {
-        ucs_list_del(&region->lru);
+        ucs_list_del(&uct_rc_gdr_rcache_node(region)->lru);
         region->flags &= ~UCT_RC_GDR_RCACHE_REGION_FLAG_IN_LRU;
         --rcache->stats.cached;
     }
@@ -433,51 +505,70 @@ static void uct_rc_gdr_rcache_lru_del(uct_rc_gdr_rcache_t *rcache,
 static void uct_rc_gdr_rcache_tree_del(uct_rc_gdr_rcache_t *rcache,
                                        uct_rc_gdr_rcache_region_t *region)
 {
-    rcache->root   = uct_rc_gdr_rcache_tree_remove(rcache->root, region);
+    uct_rc_gdr_rcache_node_t *node = uct_rc_gdr_rcache_node(region);
+
+    rcache->root   = uct_rc_gdr_rcache_tree_remove(rcache->root, node);
     region->flags &= ~UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE;
-    region->left   = NULL;
-    region->right  = NULL;
+    node->left     = NULL;
+    node->right    = NULL;
     --rcache->stats.entries;
     rcache->stats.size -= region->end - region->start;
     uct_rc_gdr_rcache_lru_del(rcache, region);
 }
 
 
-/* A new region, zeroed, from the cache's free list */
-static uct_rc_gdr_rcache_region_t *
-uct_rc_gdr_rcache_region_alloc(uct_rc_gdr_rcache_t *rcache)
+/* Carve a new block into the free list: its regions, each with its node */
+static ucs_status_t uct_rc_gdr_rcache_block_add(uct_rc_gdr_rcache_t *rcache)
 {
-    const size_t header = UCT_RC_GDR_RCACHE_REGION_ALIGN;
-    uct_rc_gdr_rcache_region_t *region;
     uct_rc_gdr_rcache_block_t *block;
+    uct_rc_gdr_rcache_node_t *node;
     unsigned i;
     int ret;
 
-    if (rcache->free_regions == NULL) {
-        ret = ucs_posix_memalign((void**)&block,
-                                 UCT_RC_GDR_RCACHE_REGION_ALIGN,
-                                 header + UCT_RC_GDR_RCACHE_REGIONS_PER_BLOCK *
-                                 rcache->region_size, "rc_gdr_rcache_regions");
-        if (ret != 0) {
-            ucs_error("rcache %s: failed to allocate regions", rcache->name);
-            return NULL;
-        }
-
-        block->next    = rcache->blocks;
-        rcache->blocks = block;
-        for (i = 0; i < UCT_RC_GDR_RCACHE_REGIONS_PER_BLOCK; ++i) {
-            region = UCS_PTR_BYTE_OFFSET(block,
-                                         header + i * rcache->region_size);
-            region->flags        = 0;
-            region->left         = rcache->free_regions;
-            rcache->free_regions = region;
-        }
+    ret = ucs_posix_memalign((void**)&block, UCT_RC_GDR_RCACHE_BLOCK_SIZE,
+                             UCT_RC_GDR_RCACHE_BLOCK_SIZE,
+                             "rc_gdr_rcache_regions");
+    if (ret != 0) {
+        ucs_error("rcache %s: failed to allocate regions", rcache->name);
+        return UCS_ERR_NO_MEMORY;
     }
 
-    region               = rcache->free_regions;
-    rcache->free_regions = region->left;
-    memset(region, 0, rcache->region_size);
-    ucs_list_add_tail(&rcache->regions, &region->list);
+    block->next      = rcache->blocks;
+    block->nodes     = (uct_rc_gdr_rcache_node_t*)
+            ucs_align_up_pow2((uintptr_t)&block->regions[rcache->block_regions],
+                              UCT_RC_GDR_RCACHE_NODE_ALIGN);
+    block->node_size = rcache->node_size;
+    rcache->blocks   = block;
+    for (i = 0; i < rcache->block_regions; ++i) {
+        node                 = UCS_PTR_BYTE_OFFSET(block->nodes,
+                                                   i * rcache->node_size);
+        node->region         = &block->regions[i];
+        node->region->flags  = 0;
+        node->left           = rcache->free_nodes;
+        rcache->free_nodes   = node;
+    }
+    return UCS_OK;
+}
+
+/* A new region, zeroed with its node, from the cache's free list */
+static uct_rc_gdr_rcache_region_t *
+uct_rc_gdr_rcache_region_alloc(uct_rc_gdr_rcache_t *rcache)
+{
+    uct_rc_gdr_rcache_region_t *region;
+    uct_rc_gdr_rcache_node_t *node;
+
+    if ((rcache->free_nodes == NULL) &&
+        (uct_rc_gdr_rcache_block_add(rcache) != UCS_OK)) {
+        return NULL;
+    }
+
+    node               = rcache->free_nodes;
+    rcache->free_nodes = node->left;
+    region             = node->region;
+    memset(region, 0, sizeof(*region));
+    memset(node, 0, rcache->node_size);
+    node->region       = region;
+    ucs_list_add_tail(&rcache->regions, &node->list);
     ++rcache->stats.live;
     return region;
 }
@@ -486,7 +577,7 @@ uct_rc_gdr_rcache_region_alloc(uct_rc_gdr_rcache_t *rcache)
 static void uct_rc_gdr_rcache_region_forget(uct_rc_gdr_rcache_t *rcache,
                                             uct_rc_gdr_rcache_region_t *region)
 {
-    ucs_list_del(&region->list);
+    ucs_list_del(&uct_rc_gdr_rcache_node(region)->list);
     --rcache->stats.live;
 }
 
@@ -494,12 +585,13 @@ static void uct_rc_gdr_rcache_region_forget(uct_rc_gdr_rcache_t *rcache,
 static void uct_rc_gdr_rcache_region_recycle(uct_rc_gdr_rcache_t *rcache,
                                              uct_rc_gdr_rcache_region_t *region)
 {
-    ucs_assert(!(region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE));
-    region->flags        = 0;
-    region->left         = rcache->free_regions;
-    rcache->free_regions = region;
-}
+    uct_rc_gdr_rcache_node_t *node = uct_rc_gdr_rcache_node(region);
 
+    ucs_assert(!(region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE));
+    region->flags      = 0;
+    node->left         = rcache->free_nodes;
+    rcache->free_nodes = node;
+}
 
 /* Give the cache another chunk of handle slots */
 static ucs_status_t uct_rc_gdr_rcache_ref_grow(uct_rc_gdr_rcache_t *rcache)
@@ -626,6 +718,7 @@ uct_rc_gdr_rcache_ref_get(uct_rc_gdr_rcache_t *rcache,
                           uintptr_t address, size_t length,
                           uct_rc_gdr_rcache_handle_t *handle_p)
 {
+    uct_rc_gdr_rcache_node_t *node;
     uct_rc_gdr_rcache_ref_t *ref;
     ucs_status_t status;
 
@@ -643,12 +736,13 @@ uct_rc_gdr_rcache_ref_get(uct_rc_gdr_rcache_t *rcache,
     ref->length       = length;
     ref->priv         = 0;
     if (ucs_unlikely(region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_TRACKED)) {
+        node      = uct_rc_gdr_rcache_node(region);
         ref->prev = NULL;
-        ref->next = region->refs;
-        if (region->refs != NULL) {
-            region->refs->prev = ref;
+        ref->next = node->refs;
+        if (node->refs != NULL) {
+            node->refs->prev = ref;
         }
-        region->refs = ref;
+        node->refs = ref;
     }
     ++rcache->stats.handles;
     *handle_p = ref->handle;
@@ -666,7 +760,7 @@ uct_rc_gdr_rcache_ref_put(uct_rc_gdr_rcache_t *rcache,
         if (ref->prev != NULL) {
             ref->prev->next = ref->next;
         } else {
-            region->refs = ref->next;
+            uct_rc_gdr_rcache_node(region)->refs = ref->next;
         }
         if (ref->next != NULL) {
             ref->next->prev = ref->prev;
@@ -729,7 +823,8 @@ int uct_rc_gdr_rcache_region_exposes(uct_rc_gdr_rcache_region_t *region,
     uct_rc_gdr_rcache_ref_t *ref;
 
     ucs_assert(region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_TRACKED);
-    for (ref = region->refs; ref != NULL; ref = ref->next) {
+    for (ref = uct_rc_gdr_rcache_node(region)->refs; ref != NULL;
+         ref = ref->next) {
         if ((address >= ref->address) &&
             (address - ref->address <= ref->length) &&
             (length <= ref->length - (address - ref->address))) {
@@ -781,7 +876,8 @@ static unsigned long uct_rc_gdr_rcache_trim_to(uct_rc_gdr_rcache_t *rcache,
     while (((rcache->stats.entries > max_regions) ||
             (rcache->stats.size > max_size)) &&
            !ucs_list_is_empty(&rcache->lru)) {
-        region = ucs_list_head(&rcache->lru, uct_rc_gdr_rcache_region_t, lru);
+        region = ucs_list_head(&rcache->lru, uct_rc_gdr_rcache_node_t,
+                               lru)->region;
         ucs_assert(region->refcount == 0);
         uct_rc_gdr_rcache_tree_del(rcache, region);
         ++rcache->stats.evictions;
@@ -892,7 +988,7 @@ static void uct_rc_gdr_rcache_region_unref_last(uct_rc_gdr_rcache_t *rcache,
                           UCT_RC_GDR_RCACHE_REGION_FLAG_RETAIN)) ==
         (UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE |
          UCT_RC_GDR_RCACHE_REGION_FLAG_RETAIN)) {
-        ucs_list_add_tail(&rcache->lru, &region->lru);
+        ucs_list_add_tail(&rcache->lru, &uct_rc_gdr_rcache_node(region)->lru);
         region->flags |= UCT_RC_GDR_RCACHE_REGION_FLAG_IN_LRU;
         ++rcache->stats.cached;
         uct_rc_gdr_rcache_trim(rcache);
@@ -929,8 +1025,10 @@ static void uct_rc_gdr_rcache_release(uct_rc_gdr_rcache_t *rcache,
                                       uct_rc_gdr_rcache_region_t *list)
 {
     uct_rc_gdr_rcache_region_t *region;
+    uct_rc_gdr_rcache_node_t *node;
 
-    for (region = list; region != NULL; region = region->next_release) {
+    for (region = list; region != NULL;
+         region = uct_rc_gdr_rcache_node(region)->next_release) {
         uct_rc_gdr_rcache_tree_del(rcache, region);
         region->flags |= UCT_RC_GDR_RCACHE_REGION_FLAG_RELEASING;
         ++region->refcount;
@@ -940,11 +1038,12 @@ static void uct_rc_gdr_rcache_release(uct_rc_gdr_rcache_t *rcache,
     }
 
     while (list != NULL) {
-        region               = list;
-        list                 = region->next_release;
-        region->next_release = NULL;
+        region             = list;
+        node               = uct_rc_gdr_rcache_node(region);
+        list               = node->next_release;
+        node->next_release = NULL;
         uct_rc_gdr_rcache_region_dereg(rcache, region);
-        region->flags       &= ~UCT_RC_GDR_RCACHE_REGION_FLAG_RELEASING;
+        region->flags     &= ~UCT_RC_GDR_RCACHE_REGION_FLAG_RELEASING;
         uct_rc_gdr_rcache_region_unref(rcache, region);
     }
 }
@@ -962,6 +1061,8 @@ static void uct_rc_gdr_rcache_lookup_visit(uct_rc_gdr_rcache_region_t *region,
                                            void *arg)
 {
     uct_rc_gdr_rcache_lookup_t *lookup = arg;
+    const uct_rc_gdr_rcache_hull_t *hull;
+    uct_rc_gdr_rcache_node_t *node;
 
     if (uct_rc_gdr_rcache_lookup_matches(lookup, region)) {
         /* Same allocation: a region registered with less access is no
@@ -981,10 +1082,12 @@ static void uct_rc_gdr_rcache_lookup_visit(uct_rc_gdr_rcache_region_t *region,
      * CUDA allocations can), the old allocation may still be in use and keeps
      * its registration; the request just gets a region of its own.
      */
-    if ((region->used_start < lookup->addr_end) &&
-        (region->used_end > lookup->addr_start)) {
-        region->next_release = lookup->stale;
-        lookup->stale        = region;
+    hull = uct_rc_gdr_rcache_hull(region);
+    node = uct_rc_gdr_rcache_node(region);
+    if ((region->start + hull->head < lookup->addr_end) &&
+        (region->end - hull->tail > lookup->addr_start)) {
+        node->next_release = lookup->stale;
+        lookup->stale      = region;
     }
 }
 
@@ -1008,8 +1111,8 @@ uct_rc_gdr_rcache_invalidate_visit(uct_rc_gdr_rcache_region_t *region,
 {
     uct_rc_gdr_rcache_region_t **list_p = arg;
 
-    region->next_release = *list_p;
-    *list_p              = region;
+    uct_rc_gdr_rcache_node(region)->next_release = *list_p;
+    *list_p                                      = region;
 }
 
 /*
@@ -1097,12 +1200,15 @@ uct_rc_gdr_rcache_create(const uct_rc_gdr_rcache_params_t *params,
                          uct_rc_gdr_rcache_t **rcache_p)
 {
     const char *name = (params->name != NULL) ? params->name : "rc_gdr";
+    size_t node_size;
     uct_rc_gdr_rcache_t *rcache;
     ucs_status_t status;
 
-    if (!ucs_is_pow2(params->page_size)) {
-        ucs_error("rcache %s: page size %zu is not a power of 2", name,
-                  params->page_size);
+    /* A hull's ends are less than a page (uct_rc_gdr_rcache_hull_t) */
+    if (!ucs_is_pow2(params->page_size) ||
+        (params->page_size > UINT16_MAX + 1)) {
+        ucs_error("rcache %s: page size %zu is not a power of 2 of at most"
+                  " 64 KiB", name, params->page_size);
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -1112,6 +1218,17 @@ uct_rc_gdr_rcache_create(const uct_rc_gdr_rcache_params_t *params,
                   name);
         return UCS_ERR_INVALID_PARAM;
     }
+
+    /* A block must hold a few regions with their private areas */
+    if (params->priv_size > UCT_RC_GDR_RCACHE_BLOCK_SIZE / 8) {
+        ucs_error("rcache %s: private size %zu is above the limit of %lu",
+                  name, params->priv_size, UCT_RC_GDR_RCACHE_BLOCK_SIZE / 8);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    node_size = ucs_align_up_pow2(UCT_RC_GDR_RCACHE_NODE_HEADER_SIZE +
+                                  params->priv_size,
+                                  UCT_RC_GDR_RCACHE_NODE_ALIGN);
 
     rcache = ucs_calloc(1, sizeof(*rcache), "rc_gdr_rcache");
     if (rcache == NULL) {
@@ -1143,9 +1260,15 @@ uct_rc_gdr_rcache_create(const uct_rc_gdr_rcache_params_t *params,
     rcache->page_size   = params->page_size;
     rcache->page_shift  = ucs_ilog2(params->page_size);
     rcache->priv_size   = params->priv_size;
-    rcache->region_size = ucs_align_up_pow2(UCT_RC_GDR_RCACHE_REGION_SIZE +
-                                            params->priv_size,
-                                            UCT_RC_GDR_RCACHE_REGION_ALIGN);
+    rcache->node_size   = node_size;
+    /* Whatever the nodes leave after the header and the alignment of the
+       first node */
+    rcache->block_regions = ucs_min((UCT_RC_GDR_RCACHE_BLOCK_SIZE -
+                                     sizeof(uct_rc_gdr_rcache_block_t) -
+                                     UCT_RC_GDR_RCACHE_NODE_ALIGN) /
+                                    (sizeof(uct_rc_gdr_rcache_region_t) +
+                                     node_size),
+                                    UCT_RC_GDR_RCACHE_BLOCK_REGIONS_MAX);
     rcache->max_regions = (params->max_regions == 0) ? ULONG_MAX :
                           params->max_regions;
     rcache->max_size    = (params->max_size == 0) ? SIZE_MAX :
@@ -1170,7 +1293,8 @@ err_free_rcache:
 void uct_rc_gdr_rcache_destroy(uct_rc_gdr_rcache_t *rcache)
 {
     uct_rc_gdr_rcache_region_t *list = NULL;
-    uct_rc_gdr_rcache_region_t *region, *tmp;
+    uct_rc_gdr_rcache_node_t *node, *tmp;
+    uct_rc_gdr_rcache_region_t *region;
     uct_rc_gdr_rcache_block_t *block;
 
     uct_rc_gdr_rcache_fork_del(rcache);
@@ -1180,19 +1304,22 @@ void uct_rc_gdr_rcache_destroy(uct_rc_gdr_rcache_t *rcache)
        uct_rc_gdr_rcache_release() */
     uct_rc_gdr_rcache_tree_overlap(rcache->root, 0, UINTPTR_MAX,
                                    uct_rc_gdr_rcache_invalidate_visit, &list);
-    for (region = list; region != NULL; region = region->next_release) {
+    for (region = list; region != NULL;
+         region = uct_rc_gdr_rcache_node(region)->next_release) {
         uct_rc_gdr_rcache_tree_del(rcache, region);
     }
 
     while (list != NULL) {
-        region               = list;
-        list                 = region->next_release;
-        region->next_release = NULL;
+        region             = list;
+        node               = uct_rc_gdr_rcache_node(region);
+        list               = node->next_release;
+        node->next_release = NULL;
         uct_rc_gdr_rcache_region_dereg(rcache, region);
     }
 
     /* What is left has handles given out and never put: they leaked */
-    ucs_list_for_each_safe(region, tmp, &rcache->regions, list) {
+    ucs_list_for_each_safe(node, tmp, &rcache->regions, list) {
+        region = node->region;
         if (region->refcount > 0) {
             ucs_warn("rcache %s: destroying " UCT_RC_GDR_RCACHE_REGION_FMT
                      " still referenced", rcache->name,
@@ -1230,6 +1357,7 @@ uct_rc_gdr_rcache_region_create(uct_rc_gdr_rcache_t *rcache,
                                 uct_rc_gdr_rcache_region_t **region_p)
 {
     uct_rc_gdr_rcache_region_t *region;
+    uct_rc_gdr_rcache_hull_t *hull;
     ucs_status_t status;
 
     /* Live before registering: a free hook inside mem_reg that re-enters the
@@ -1239,13 +1367,14 @@ uct_rc_gdr_rcache_region_create(uct_rc_gdr_rcache_t *rcache,
         return UCS_ERR_NO_MEMORY;
     }
 
-    region->start      = lookup->start;
-    region->end        = lookup->end;
-    region->buffer_id  = lookup->buffer_id;
-    region->mem_type   = lookup->mem_type;
-    region->access     = lookup->access;
-    region->used_start = lookup->addr_start;
-    region->used_end   = lookup->addr_end;
+    region->start     = lookup->start;
+    region->end       = lookup->end;
+    region->buffer_id = lookup->buffer_id;
+    region->mem_type  = lookup->mem_type;
+    region->access    = lookup->access;
+    hull              = uct_rc_gdr_rcache_hull(region);
+    hull->head        = lookup->addr_start - lookup->start;
+    hull->tail        = lookup->end - lookup->addr_end;
     if ((lookup->flags & (UCT_RC_GDR_RCACHE_GET_FLAG_SHARE |
                           UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN)) ==
         (UCT_RC_GDR_RCACHE_GET_FLAG_SHARE |
@@ -1283,14 +1412,18 @@ uct_rc_gdr_rcache_region_hit(uct_rc_gdr_rcache_t *rcache,
                              uct_rc_gdr_rcache_region_t *region,
                              uintptr_t address, size_t length)
 {
+    uct_rc_gdr_rcache_hull_t *hull = uct_rc_gdr_rcache_hull(region);
+    uintptr_t head                 = address - region->start;
+    uintptr_t tail                 = region->end - (address + length);
+
     if (ucs_unlikely(region->refcount++ == 0)) {
         uct_rc_gdr_rcache_lru_del(rcache, region);
     }
-    if (ucs_unlikely(address < region->used_start)) {
-        region->used_start = address;
+    if (ucs_unlikely(head < hull->head)) {
+        hull->head = head;
     }
-    if (ucs_unlikely(address + length > region->used_end)) {
-        region->used_end = address + length;
+    if (ucs_unlikely(tail < hull->tail)) {
+        hull->tail = tail;
     }
     ++rcache->stats.hits;
     ucs_trace("rcache %s: hit 0x%lx length %zu: "
@@ -1353,6 +1486,14 @@ uct_rc_gdr_rcache_get_slow(uct_rc_gdr_rcache_t *rcache, void *address,
                                            &end);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
+    }
+
+    /* What a region can hold (uct_rc_gdr_rcache_region_t) */
+    if (ucs_unlikely((access > UCT_RC_GDR_RCACHE_ACCESS_MAX) ||
+                     (mem_type < 0) || (mem_type > UINT8_MAX))) {
+        ucs_error("rcache %s: access 0x%x or memory type %d out of range",
+                  rcache->name, access, mem_type);
+        return UCS_ERR_INVALID_PARAM;
     }
 
     uct_rc_gdr_lock_acquire(&rcache->lock);
@@ -1565,12 +1706,13 @@ void uct_rc_gdr_rcache_stats(uct_rc_gdr_rcache_t *rcache,
 
 void *uct_rc_gdr_rcache_region_priv(uct_rc_gdr_rcache_region_t *region)
 {
-    return UCS_PTR_BYTE_OFFSET(region, UCT_RC_GDR_RCACHE_REGION_SIZE);
+    return UCS_PTR_BYTE_OFFSET(uct_rc_gdr_rcache_node(region),
+                               UCT_RC_GDR_RCACHE_NODE_HEADER_SIZE);
 }
 
 /* Check one subtree; returns its height, or -1 when an invariant is broken */
 static int uct_rc_gdr_rcache_check_subtree(uct_rc_gdr_rcache_t *rcache,
-                                           uct_rc_gdr_rcache_region_t *node,
+                                           uct_rc_gdr_rcache_node_t *node,
                                            uct_rc_gdr_rcache_check_ctx_t *ctx)
 {
     unsigned expected = UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE |
@@ -1578,11 +1720,20 @@ static int uct_rc_gdr_rcache_check_subtree(uct_rc_gdr_rcache_t *rcache,
     unsigned ignored  = UCT_RC_GDR_RCACHE_REGION_FLAG_RETAIN |
                         UCT_RC_GDR_RCACHE_REGION_FLAG_CONTESTED |
                         UCT_RC_GDR_RCACHE_REGION_FLAG_TRACKED;
+    uct_rc_gdr_rcache_region_t *region;
     int left_height, right_height;
     uintptr_t max_end;
 
     if (node == NULL) {
         return 0;
+    }
+
+    region = node->region;
+    if ((region == NULL) || (uct_rc_gdr_rcache_node(region) != node)) {
+        ucs_error("rcache %s: node %p names region %p, whose node is %p",
+                  rcache->name, node, region,
+                  (region == NULL) ? NULL : uct_rc_gdr_rcache_node(region));
+        return -1;
     }
 
     left_height = uct_rc_gdr_rcache_check_subtree(rcache, node->left, ctx);
@@ -1591,15 +1742,15 @@ static int uct_rc_gdr_rcache_check_subtree(uct_rc_gdr_rcache_t *rcache,
     }
 
     if ((ctx->prev != NULL) &&
-        (uct_rc_gdr_rcache_region_cmp(ctx->prev, node) >= 0)) {
+        (uct_rc_gdr_rcache_region_cmp(ctx->prev, region) >= 0)) {
         ucs_error("rcache %s: " UCT_RC_GDR_RCACHE_REGION_FMT " is out of"
                   " order after region %p [0x%lx..0x%lx)", rcache->name,
-                  UCT_RC_GDR_RCACHE_REGION_ARG(node), ctx->prev,
+                  UCT_RC_GDR_RCACHE_REGION_ARG(region), ctx->prev,
                   ctx->prev->start, ctx->prev->end);
         return -1;
     }
-    ctx->prev  = node;
-    ctx->size += node->end - node->start;
+    ctx->prev  = region;
+    ctx->size += region->end - region->start;
     ++ctx->count;
 
     right_height = uct_rc_gdr_rcache_check_subtree(rcache, node->right, ctx);
@@ -1609,16 +1760,16 @@ static int uct_rc_gdr_rcache_check_subtree(uct_rc_gdr_rcache_t *rcache,
 
     /* Kept regions have no handles and are on the kept list; the others
        have handles */
-    if (node->refcount == 0) {
+    if (region->refcount == 0) {
         expected |= UCT_RC_GDR_RCACHE_REGION_FLAG_IN_LRU |
                     UCT_RC_GDR_RCACHE_REGION_FLAG_RETAIN;
     }
-    if ((node->start >= node->end) ||
-        ((node->flags & ~ignored) != (expected & ~ignored)) ||
-        ((node->flags & expected) != expected)) {
+    if ((region->start >= region->end) ||
+        ((region->flags & ~ignored) != (expected & ~ignored)) ||
+        ((region->flags & expected) != expected)) {
         ucs_error("rcache %s: " UCT_RC_GDR_RCACHE_REGION_FMT " flags 0x%x"
                   " is not a valid cached region", rcache->name,
-                  UCT_RC_GDR_RCACHE_REGION_ARG(node), node->flags);
+                  UCT_RC_GDR_RCACHE_REGION_ARG(region), region->flags);
         return -1;
     }
 
@@ -1626,12 +1777,12 @@ static int uct_rc_gdr_rcache_check_subtree(uct_rc_gdr_rcache_t *rcache,
         (node->height != 1 + ucs_max(left_height, right_height))) {
         ucs_error("rcache %s: " UCT_RC_GDR_RCACHE_REGION_FMT " height %d,"
                   " children %d and %d: not AVL balanced", rcache->name,
-                  UCT_RC_GDR_RCACHE_REGION_ARG(node), node->height,
+                  UCT_RC_GDR_RCACHE_REGION_ARG(region), node->height,
                   left_height, right_height);
         return -1;
     }
 
-    max_end = node->end;
+    max_end = region->end;
     if (node->left != NULL) {
         max_end = ucs_max(max_end, node->left->max_end);
     }
@@ -1641,7 +1792,7 @@ static int uct_rc_gdr_rcache_check_subtree(uct_rc_gdr_rcache_t *rcache,
     if (node->max_end != max_end) {
         ucs_error("rcache %s: " UCT_RC_GDR_RCACHE_REGION_FMT " max end 0x%lx,"
                   " expected 0x%lx", rcache->name,
-                  UCT_RC_GDR_RCACHE_REGION_ARG(node), node->max_end, max_end);
+                  UCT_RC_GDR_RCACHE_REGION_ARG(region), node->max_end, max_end);
         return -1;
     }
 
@@ -1655,7 +1806,9 @@ static int uct_rc_gdr_rcache_check_tracked(uct_rc_gdr_rcache_t *rcache,
     uct_rc_gdr_rcache_ref_t *ref, *prev = NULL;
     unsigned count = 0;
 
-    for (ref = region->refs; ref != NULL; prev = ref, ref = ref->next) {
+    uct_rc_gdr_rcache_node_t *node = uct_rc_gdr_rcache_node(region);
+
+    for (ref = node->refs; ref != NULL; prev = ref, ref = ref->next) {
         if ((ref->region != region) || (ref->prev != prev)) {
             ucs_error("rcache %s: handle 0x%lx listed by "
                       UCT_RC_GDR_RCACHE_REGION_FMT " is broken", rcache->name,
@@ -1665,11 +1818,11 @@ static int uct_rc_gdr_rcache_check_tracked(uct_rc_gdr_rcache_t *rcache,
         ++count;
     }
 
-    if (count != region->check_refs) {
+    if (count != node->check_refs) {
         ucs_error("rcache %s: " UCT_RC_GDR_RCACHE_REGION_FMT " lists %u of"
                   " its %u handles", rcache->name,
                   UCT_RC_GDR_RCACHE_REGION_ARG(region), count,
-                  region->check_refs);
+                  node->check_refs);
         return -1;
     }
     return 0;
@@ -1677,7 +1830,7 @@ static int uct_rc_gdr_rcache_check_tracked(uct_rc_gdr_rcache_t *rcache,
 
 /*
  * Every live slot of the cache's chunks: a handle that checks, inside its
- * region, counted into region->check_refs. Returns the number of handles,
+ * region, counted into its node's check_refs. Returns the number of handles,
  * or -1.
  */
 static int64_t uct_rc_gdr_rcache_check_handles(uct_rc_gdr_rcache_t *rcache)
@@ -1706,7 +1859,7 @@ static int64_t uct_rc_gdr_rcache_check_handles(uct_rc_gdr_rcache_t *rcache)
                           UCT_RC_GDR_RCACHE_REGION_ARG(ref->region));
                 return -1;
             }
-            ++ref->region->check_refs;
+            ++uct_rc_gdr_rcache_node(ref->region)->check_refs;
             ++handles;
         }
     }
@@ -1718,7 +1871,9 @@ ucs_status_t uct_rc_gdr_rcache_check(uct_rc_gdr_rcache_t *rcache)
     uct_rc_gdr_rcache_check_ctx_t ctx = {NULL, 0, 0};
     ucs_status_t status               = UCS_ERR_INVALID_PARAM;
     uint64_t live = 0, in_lru = 0, kept = 0;
+    const uct_rc_gdr_rcache_hull_t *hull;
     uct_rc_gdr_rcache_region_t *region;
+    uct_rc_gdr_rcache_node_t *node;
     unsigned holds;
     int64_t handles;
 
@@ -1736,7 +1891,8 @@ ucs_status_t uct_rc_gdr_rcache_check(uct_rc_gdr_rcache_t *rcache)
         goto out;
     }
 
-    ucs_list_for_each(region, &rcache->lru, lru) {
+    ucs_list_for_each(node, &rcache->lru, lru) {
+        region = node->region;
         if (!(region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_IN_LRU) ||
             !(region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE) ||
             (region->refcount != 0)) {
@@ -1753,30 +1909,42 @@ ucs_status_t uct_rc_gdr_rcache_check(uct_rc_gdr_rcache_t *rcache)
        private one that still has handles, and its registration is released,
        or is being released (when called from inside ops->mem_dereg), unless
        private. */
-    ucs_list_for_each(region, &rcache->regions, list) {
-        region->check_refs = 0;
+    ucs_list_for_each(node, &rcache->regions, list) {
+        node->check_refs = 0;
     }
     handles = uct_rc_gdr_rcache_check_handles(rcache);
     if (handles < 0) {
         goto out;
     }
 
-    ucs_list_for_each(region, &rcache->regions, list) {
+    ucs_list_for_each(node, &rcache->regions, list) {
+        region = node->region;
         ++live;
         if (region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_IN_LRU) {
             ++kept;
         }
         holds = (region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_RELEASING) ?
                 1 : 0;
-        if (region->check_refs + holds != region->refcount) {
+        if (node->check_refs + holds != region->refcount) {
             ucs_error("rcache %s: " UCT_RC_GDR_RCACHE_REGION_FMT " has %u"
                       " handles", rcache->name,
                       UCT_RC_GDR_RCACHE_REGION_ARG(region),
-                      region->check_refs);
+                      node->check_refs);
             goto out;
         }
         if ((region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_TRACKED) &&
             (uct_rc_gdr_rcache_check_tracked(rcache, region) < 0)) {
+            goto out;
+        }
+        /* Each end of the hull on the region's first or last page */
+        hull = uct_rc_gdr_rcache_hull(region);
+        if ((hull->head >= rcache->page_size) ||
+            (hull->tail >= rcache->page_size) ||
+            (hull->head + hull->tail >= region->end - region->start)) {
+            ucs_error("rcache %s: " UCT_RC_GDR_RCACHE_REGION_FMT " leaves"
+                      " out %u and %u bytes of its hull", rcache->name,
+                      UCT_RC_GDR_RCACHE_REGION_ARG(region), hull->head,
+                      hull->tail);
             goto out;
         }
         if (!(region->flags & UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE) &&

@@ -62,32 +62,27 @@ enum {
 };
 
 
+/*
+ * What a hit reads and writes, but for the 4 bytes of its hull: 32 bytes, so
+ * that two regions share a cache line and the regions a process hits stay in
+ * the CPU's cache (10,000 of them and their hulls take 360 KiB). The rest of
+ * a region (its tree node, its lists, the md's private area) is kept apart
+ * in the same block and found from the region's address, see
+ * uct_rc_gdr_rcache_region_priv().
+ */
 typedef struct uct_rc_gdr_rcache_region {
-    /* The first cache line holds what a hit reads and writes */
     uintptr_t start;     /* page-rounded, inclusive */
     uintptr_t end;       /* page-rounded, exclusive */
     uint64_t  buffer_id; /* allocation identity (CUDA buffer ID), 0 = host */
-    uintptr_t used_start; /* private: hull of the bytes asked for with */
-    uintptr_t used_end;   /* this buffer */
-    unsigned  refcount;  /* handles naming it (plus one while released) */
-    unsigned  access;    /* access bits it was registered with */
-    int       mem_type;  /* ucs_memory_type_t */
-    unsigned  flags;     /* private */
-
-    /* Private to the cache, read and written under its lock */
-    struct uct_rc_gdr_rcache_region *left;         /* interval tree */
-    struct uct_rc_gdr_rcache_region *right;
-    struct uct_rc_gdr_rcache_region *next_release; /* pending release */
-    uintptr_t                       max_end;       /* largest end in subtree */
-    ucs_list_link_t                 lru;           /* kept, unreferenced */
-    ucs_list_link_t                 list;          /* every live region */
-    uct_rc_gdr_rcache_ref_t         *refs;         /* its handles, if tracked */
-    int                             height;        /* AVL, leaf = 1 */
-    unsigned                        check_refs;    /* for the check */
-
-    /* followed by params.priv_size bytes for the md, see
-       uct_rc_gdr_rcache_region_priv() */
+    uint32_t  refcount;  /* handles naming it (plus one while released) */
+    uint16_t  flags;     /* private */
+    uint8_t   access;    /* access bits it was registered with */
+    uint8_t   mem_type;  /* ucs_memory_type_t */
 } uct_rc_gdr_rcache_region_t;
+
+
+/* The largest access a get may ask for: the bits a region keeps */
+#define UCT_RC_GDR_RCACHE_ACCESS_MAX UINT8_MAX
 
 
 /* The slot of one handle */
@@ -165,7 +160,8 @@ void uct_rc_gdr_rcache_destroy(uct_rc_gdr_rcache_t *rcache);
  * Give out a handle on a region covering [address, address + length) rounded
  * to pages. With UCT_RC_GDR_RCACHE_GET_FLAG_SHARE, a live region of the same
  * buffer id and memory type that contains it and has every bit of @a access
- * is reused; otherwise a new one is registered.
+ * is reused; otherwise a new one is registered. @a access must be at most
+ * UCT_RC_GDR_RCACHE_ACCESS_MAX, @a mem_type at most UINT8_MAX.
  */
 ucs_status_t
 uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
