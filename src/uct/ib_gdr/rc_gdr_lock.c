@@ -150,7 +150,11 @@ void uct_rc_gdr_lock_grant(uct_rc_gdr_lock_t *lock)
 
     ucs_assert(__atomic_load_n(&lock->bias, __ATOMIC_RELAXED) == 0);
     if (ucs_unlikely(uct_rc_gdr_lock_bias_thread(self) != self)) {
-        return; /* no room for the grant number beside this thread's id */
+        /* No room for the grant number beside this thread's id. Such ids
+           come from the platform, so the lock stops granting: otherwise
+           every release of the lock word would come here again */
+        lock->grants_left = 0;
+        return;
     }
 
     --lock->grants_left;
