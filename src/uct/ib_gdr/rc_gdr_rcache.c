@@ -19,12 +19,14 @@
 #include <string.h>
 
 
-/* Nodes (and the md's private area after each) start on a cache line */
+/* Nodes start on a cache line; the md's private area follows the node on
+   this boundary */
 #define UCT_RC_GDR_RCACHE_NODE_ALIGN 64
+#define UCT_RC_GDR_RCACHE_PRIV_ALIGN 16
 
 #define UCT_RC_GDR_RCACHE_NODE_HEADER_SIZE \
     ucs_align_up_pow2(sizeof(uct_rc_gdr_rcache_node_t), \
-                      UCT_RC_GDR_RCACHE_NODE_ALIGN)
+                      UCT_RC_GDR_RCACHE_PRIV_ALIGN)
 
 /* Regions are carved from blocks of this size, aligned to it and kept until
    destroy: a region finds its node from its own address */
