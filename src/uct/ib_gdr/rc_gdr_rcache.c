@@ -1050,6 +1050,15 @@ static void uct_rc_gdr_rcache_release(uct_rc_gdr_rcache_t *rcache,
     }
 }
 
+/* Put a region on a list for uct_rc_gdr_rcache_release() */
+static void
+uct_rc_gdr_rcache_release_push(uct_rc_gdr_rcache_region_t **list_p,
+                               uct_rc_gdr_rcache_region_t *region)
+{
+    uct_rc_gdr_rcache_node(region)->next_release = *list_p;
+    *list_p                                      = region;
+}
+
 static int uct_rc_gdr_rcache_lookup_matches(
         const uct_rc_gdr_rcache_lookup_t *lookup,
         const uct_rc_gdr_rcache_region_t *region)
@@ -1064,7 +1073,6 @@ static void uct_rc_gdr_rcache_lookup_visit(uct_rc_gdr_rcache_region_t *region,
 {
     uct_rc_gdr_rcache_lookup_t *lookup = arg;
     const uct_rc_gdr_rcache_hull_t *hull;
-    uct_rc_gdr_rcache_node_t *node;
 
     if (uct_rc_gdr_rcache_lookup_matches(lookup, region)) {
         /* Same allocation: a region registered with less access is no
@@ -1085,11 +1093,9 @@ static void uct_rc_gdr_rcache_lookup_visit(uct_rc_gdr_rcache_region_t *region,
      * its registration; the request just gets a region of its own.
      */
     hull = uct_rc_gdr_rcache_hull(region);
-    node = uct_rc_gdr_rcache_node(region);
     if ((region->start + hull->head < lookup->addr_end) &&
         (region->end - hull->tail > lookup->addr_start)) {
-        node->next_release = lookup->stale;
-        lookup->stale      = region;
+        uct_rc_gdr_rcache_release_push(&lookup->stale, region);
     }
 }
 
@@ -1111,10 +1117,7 @@ static void
 uct_rc_gdr_rcache_invalidate_visit(uct_rc_gdr_rcache_region_t *region,
                                    void *arg)
 {
-    uct_rc_gdr_rcache_region_t **list_p = arg;
-
-    uct_rc_gdr_rcache_node(region)->next_release = *list_p;
-    *list_p                                      = region;
+    uct_rc_gdr_rcache_release_push(arg, region);
 }
 
 /*
