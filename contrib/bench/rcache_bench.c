@@ -133,8 +133,11 @@ typedef struct {
 
 static void bench_gdr_init(bench_t *b, bench_gdr_t *g)
 {
-    const unsigned flags = UCT_RC_GDR_RCACHE_GET_FLAG_SHARE |
-                           UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN;
+    const uct_rc_gdr_rcache_key_t key = {
+        .mem_type = UCS_MEMORY_TYPE_HOST,
+        .flags    = UCT_RC_GDR_RCACHE_GET_FLAG_SHARE |
+                    UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN
+    };
     uct_rc_gdr_rcache_params_t params;
     ucs_status_t status;
     size_t i;
@@ -152,36 +155,43 @@ static void bench_gdr_init(bench_t *b, bench_gdr_t *g)
     g->held = calloc(b->entries, sizeof(*g->held));
     for (i = 0; i < b->entries; ++i) {
         status = uct_rc_gdr_rcache_get(g->rcache, bench_address(b, i),
-                                       bench_length(b), UCS_MEMORY_TYPE_HOST,
-                                       0, 0,
-                                       flags, &g->held[i]);
+                                       bench_length(b), key, &g->held[i]);
         if (status != UCS_OK) {
             bench_die("uct_rc_gdr_rcache_get", status);
         }
     }
 }
 
-static double bench_gdr_run(bench_t *b, bench_gdr_t *g)
+/*
+ * Each run loop works on copies of the bench and of the cache pointer: the
+ * compiler keeps them in registers instead of loading them again after every
+ * call, which may write any memory it can reach. Both loops alike.
+ */
+static double bench_gdr_run(const bench_t *bench, const bench_gdr_t *gdr)
 {
-    const unsigned flags = UCT_RC_GDR_RCACHE_GET_FLAG_SHARE |
-                           UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN;
+    const bench_t b                   = *bench;
+    uct_rc_gdr_rcache_t *const rcache = gdr->rcache;
+    const uct_rc_gdr_rcache_key_t key = {
+        .mem_type = UCS_MEMORY_TYPE_HOST,
+        .flags    = UCT_RC_GDR_RCACHE_GET_FLAG_SHARE |
+                    UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN
+    };
     uct_rc_gdr_rcache_handle_t handle;
     double start;
     size_t i, k;
 
     start = bench_now_ns();
-    for (i = 0, k = 0; i < b->iters; ++i) {
-        if (uct_rc_gdr_rcache_get(g->rcache, bench_address(b, b->order[k]),
-                                  bench_length(b), UCS_MEMORY_TYPE_HOST, 0, 0,
-                                  flags, &handle) != UCS_OK) {
+    for (i = 0, k = 0; i < b.iters; ++i) {
+        if (uct_rc_gdr_rcache_get(rcache, bench_address(&b, b.order[k]),
+                                  bench_length(&b), key, &handle) != UCS_OK) {
             bench_die("uct_rc_gdr_rcache_get", UCS_ERR_IO_ERROR);
         }
-        uct_rc_gdr_rcache_put(g->rcache, handle);
-        if (++k == b->entries) {
+        uct_rc_gdr_rcache_put(rcache, handle);
+        if (++k == b.entries) {
             k = 0;
         }
     }
-    return (bench_now_ns() - start) / b->iters;
+    return (bench_now_ns() - start) / b.iters;
 }
 
 static void bench_gdr_cleanup(bench_t *b, bench_gdr_t *g)
@@ -241,7 +251,8 @@ typedef struct {
     ucs_rcache_region_t **held;
 } bench_ucs_t;
 
-static ucs_status_t bench_ucs_get(bench_t *b, bench_ucs_t *u, void *address,
+static ucs_status_t bench_ucs_get(const bench_t *b, const bench_ucs_t *u,
+                                  void *address,
                                   ucs_rcache_region_t **region_p)
 {
 #if BENCH_UCS_ALIGN_IN_PARAMS
@@ -292,24 +303,26 @@ static void bench_ucs_init(bench_t *b, bench_ucs_t *u)
     }
 }
 
-static double bench_ucs_run(bench_t *b, bench_ucs_t *u)
+static double bench_ucs_run(const bench_t *bench, const bench_ucs_t *ucs)
 {
+    const bench_t b     = *bench;
+    const bench_ucs_t u = *ucs;
     ucs_rcache_region_t *region;
     double start;
     size_t i, k;
 
     start = bench_now_ns();
-    for (i = 0, k = 0; i < b->iters; ++i) {
-        if (bench_ucs_get(b, u, bench_address(b, b->order[k]), &region) !=
+    for (i = 0, k = 0; i < b.iters; ++i) {
+        if (bench_ucs_get(&b, &u, bench_address(&b, b.order[k]), &region) !=
             UCS_OK) {
             bench_die("ucs_rcache_get", UCS_ERR_IO_ERROR);
         }
-        ucs_rcache_region_put(u->rcache, region);
-        if (++k == b->entries) {
+        ucs_rcache_region_put(u.rcache, region);
+        if (++k == b.entries) {
             k = 0;
         }
     }
-    return (bench_now_ns() - start) / b->iters;
+    return (bench_now_ns() - start) / b.iters;
 }
 
 static void bench_ucs_cleanup(bench_t *b, bench_ucs_t *u)

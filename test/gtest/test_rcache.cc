@@ -37,6 +37,26 @@ const uint64_t PRIV_MAGIC = 0x7263616368650001ull;
 typedef uct_rc_gdr_rcache_region_t region_t;
 typedef uct_rc_gdr_rcache_handle_t handle_t;
 
+/* What a get asks beside its bytes; values out of range stay so */
+uct_rc_gdr_rcache_key_t rcache_key(unsigned mem_type, uint64_t buffer_id,
+                                   unsigned access, unsigned flags)
+{
+    uct_rc_gdr_rcache_key_t key;
+
+    key.buffer_id = buffer_id;
+    key.access    = access;
+    key.mem_type  = mem_type;
+    key.flags     = flags;
+    return key;
+}
+
+/* Most tests': shared host memory, no access bits */
+uct_rc_gdr_rcache_key_t host_key()
+{
+    return rcache_key(UCS_MEMORY_TYPE_HOST, 0, 0,
+                      UCT_RC_GDR_RCACHE_GET_FLAG_SHARE);
+}
+
 /*
  * ucs_error and ucs_warn messages go here instead of stderr, so a test can
  * check that an error was reported with a clear message, and every other test
@@ -183,7 +203,8 @@ protected:
         ucs_status_t status;
 
         status = uct_rc_gdr_rcache_get(m_rcache, (void*)address, length,
-                                       mem_type, buffer_id, access, flags,
+                                       rcache_key(mem_type, buffer_id, access,
+                                                  flags),
                                        &handle);
         EXPECT_EQ(UCS_OK, status) << std::hex << address << " " << length;
         if (status != UCS_OK) {
@@ -347,8 +368,7 @@ TEST_F(rcache, zero_length) {
 
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_rc_gdr_rcache_get(m_rcache, (void*)0x1000, 0,
-                                    UCS_MEMORY_TYPE_HOST, 0, 0,
-                                    UCT_RC_GDR_RCACHE_GET_FLAG_SHARE,
+                                    host_key(),
                                     &handle));
     EXPECT_EQ(1u, handle); /* output set only on success */
 
@@ -373,8 +393,7 @@ TEST_F(rcache, range_overflow) {
         handle = 0;
         EXPECT_EQ(UCS_ERR_INVALID_PARAM,
                   uct_rc_gdr_rcache_get(m_rcache, (void*)range[0], range[1],
-                                        UCS_MEMORY_TYPE_HOST, 0, 0,
-                                        UCT_RC_GDR_RCACHE_GET_FLAG_SHARE,
+                                        host_key(),
                                         &handle))
                 << std::hex << range[0] << " " << range[1];
         EXPECT_EQ(0u, handle);
@@ -615,8 +634,7 @@ TEST_F(rcache, reg_failure) {
     m_reg_status = UCS_ERR_IO_ERROR;
     EXPECT_EQ(UCS_ERR_IO_ERROR,
               uct_rc_gdr_rcache_get(m_rcache, (void*)0x10000, 0x1000,
-                                    UCS_MEMORY_TYPE_HOST, 0, 0,
-                                    UCT_RC_GDR_RCACHE_GET_FLAG_SHARE,
+                                    host_key(),
                                     &handle));
     EXPECT_EQ(1u, handle);
     EXPECT_EQ(1u, m_reg_calls);
@@ -685,8 +703,7 @@ TEST_F(rcache, garbage_put) {
     params.max_size    = 0;
     ASSERT_EQ(UCS_OK, uct_rc_gdr_rcache_create(&params, &other));
     ASSERT_EQ(UCS_OK, uct_rc_gdr_rcache_get(other, (void*)0x10000, 0x1000,
-                                            UCS_MEMORY_TYPE_HOST, 0, 0,
-                                            UCT_RC_GDR_RCACHE_GET_FLAG_SHARE,
+                                            host_key(),
                                             &foreign));
 
     const handle_t bad[] = {
@@ -930,8 +947,7 @@ TEST_F(rcache, handle_generation_wraps_past_zero) {
     handle_t h = 0, next = 0;
 
     ASSERT_EQ(UCS_OK, uct_rc_gdr_rcache_get(m_rcache, (void*)0x10000, 0x1000,
-                                            UCS_MEMORY_TYPE_HOST, 0, 0,
-                                            UCT_RC_GDR_RCACHE_GET_FLAG_SHARE,
+                                            host_key(),
                                             &h));
 
     /* Age the slot to its last generation, as 2^40 - 1 reuses would */
@@ -941,8 +957,7 @@ TEST_F(rcache, handle_generation_wraps_past_zero) {
 
     /* The slot freed last is given out first */
     ASSERT_EQ(UCS_OK, uct_rc_gdr_rcache_get(m_rcache, (void*)0x10000, 0x1000,
-                                            UCS_MEMORY_TYPE_HOST, 0, 0,
-                                            UCT_RC_GDR_RCACHE_GET_FLAG_SHARE,
+                                            host_key(),
                                             &next));
     EXPECT_EQ(h & index_mask, next & index_mask);
     EXPECT_EQ(1u, next >> index_bits) << std::hex << next;
@@ -1378,21 +1393,22 @@ TEST_F(rcache, bad_params) {
 
 /* Access bits and memory types a region cannot hold are refused */
 TEST_F(rcache, get_out_of_range) {
-    handle_t handle = 0;
+    const unsigned share = UCT_RC_GDR_RCACHE_GET_FLAG_SHARE;
+    handle_t handle      = 0;
 
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_rc_gdr_rcache_get(m_rcache, (void*)0x100000, 64,
-                                    UCS_MEMORY_TYPE_HOST, 0,
-                                    UCT_RC_GDR_RCACHE_ACCESS_MAX + 1,
-                                    UCT_RC_GDR_RCACHE_GET_FLAG_SHARE,
+                                    rcache_key(UCS_MEMORY_TYPE_HOST, 0,
+                                               UCT_RC_GDR_RCACHE_ACCESS_MAX + 1,
+                                               share),
                                     &handle));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              uct_rc_gdr_rcache_get(m_rcache, (void*)0x100000, 64, 256, 0, 0,
-                                    UCT_RC_GDR_RCACHE_GET_FLAG_SHARE,
-                                    &handle));
+              uct_rc_gdr_rcache_get(m_rcache, (void*)0x100000, 64,
+                                    rcache_key(256, 0, 0, share), &handle));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              uct_rc_gdr_rcache_get(m_rcache, (void*)0x100000, 64, -1, 0, 0,
-                                    0, &handle));
+              uct_rc_gdr_rcache_get(m_rcache, (void*)0x100000, 64,
+                                    rcache_key(UINT16_MAX, 0, 0, 0),
+                                    &handle));
     EXPECT_EQ(0u, handle);
     EXPECT_EQ(3u, take_log().size());
     EXPECT_EQ(0u, stats().live);
@@ -1655,13 +1671,14 @@ TEST_F(rcache, threads) {
                 /* Half private pages, half shared with the other threads */
                 uintptr_t address = ((i % 2) ? 0x100000 : 0x200000 * (t + 2)) +
                                     (rng() % 32) * PAGE;
+                unsigned flags = ((i % 4) == 0) ?
+                                 0 : UCT_RC_GDR_RCACHE_GET_FLAG_SHARE;
                 handle_t h;
 
                 if (uct_rc_gdr_rcache_get(m_rcache, (void*)address,
                                           1 + rng() % (4 * PAGE),
-                                          UCS_MEMORY_TYPE_HOST, 0, 0,
-                                          ((i % 4) == 0) ? 0 :
-                                          UCT_RC_GDR_RCACHE_GET_FLAG_SHARE,
+                                          rcache_key(UCS_MEMORY_TYPE_HOST, 0,
+                                                     0, flags),
                                           &h) == UCS_OK) {
                     held.push_back(h);
                 }

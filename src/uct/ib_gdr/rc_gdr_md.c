@@ -973,9 +973,9 @@ ucs_status_t uct_rc_gdr_md_reg(uct_md_h tl_md, void *address, size_t length,
     uct_rc_gdr_md_t *md = ucs_derived_of(tl_md, uct_rc_gdr_md_t);
     uct_rc_gdr_rcache_handle_t handle;
     uct_rc_gdr_cuda_mem_info_t info;
+    uct_rc_gdr_rcache_key_t key;
     uct_rc_gdr_rcache_ref_t *ref;
     uct_rc_gdr_mr_t *gdr_mr;
-    unsigned access, cache_flags;
     ucs_status_t status;
     uint64_t token;
 
@@ -995,17 +995,18 @@ ucs_status_t uct_rc_gdr_md_reg(uct_md_h tl_md, void *address, size_t length,
 
     /* Host memory gets the access asked for; GPU memory what the direction
      * policy allows, the same for every registration of it */
+    key.buffer_id = info.buffer_id;
+    key.mem_type  = info.mem_type;
     if (info.mem_type == UCS_MEMORY_TYPE_HOST) {
-        access      = uct_rc_gdr_md_host_access(flags);
-        cache_flags = md->rcache_host_flags;
+        key.access = uct_rc_gdr_md_host_access(flags);
+        key.flags  = md->rcache_host_flags;
     } else {
-        access      = 0;
-        cache_flags = md->rcache_gpu_flags;
+        key.access = 0;
+        key.flags  = md->rcache_gpu_flags;
     }
 
-    status = uct_rc_gdr_rcache_get(md->rcache, address, length,
-                                   info.mem_type, info.buffer_id, access,
-                                   cache_flags, &handle);
+    status = uct_rc_gdr_rcache_get(md->rcache, address, length, key,
+                                   &handle);
     if (status != UCS_OK) {
         return status;
     }

@@ -196,10 +196,7 @@ typedef struct {
     uintptr_t                  end;
     uintptr_t                  addr_start; /* request as asked */
     uintptr_t                  addr_end;
-    uint64_t                   buffer_id;
-    int                        mem_type;
-    unsigned                   access;
-    unsigned                   flags;      /* UCT_RC_GDR_RCACHE_GET_FLAG_xx */
+    uct_rc_gdr_rcache_key_t    key;
     uct_rc_gdr_rcache_region_t *hit;
     uct_rc_gdr_rcache_region_t *stale;     /* list by next_release */
 } uct_rc_gdr_rcache_lookup_t;
@@ -1063,8 +1060,8 @@ static int uct_rc_gdr_rcache_lookup_matches(
         const uct_rc_gdr_rcache_lookup_t *lookup,
         const uct_rc_gdr_rcache_region_t *region)
 {
-    return (region->buffer_id == lookup->buffer_id) &&
-           (region->mem_type == lookup->mem_type);
+    return (region->buffer_id == lookup->key.buffer_id) &&
+           (region->mem_type == lookup->key.mem_type);
 }
 
 /* Classify a region that contains the rounded request */
@@ -1078,7 +1075,7 @@ static void uct_rc_gdr_rcache_lookup_visit(uct_rc_gdr_rcache_region_t *region,
         /* Same allocation: a region registered with less access is no
            hit, and no harm either */
         if ((lookup->hit == NULL) &&
-            ((region->access & lookup->access) == lookup->access)) {
+            ((region->access & lookup->key.access) == lookup->key.access)) {
             lookup->hit = region;
         }
         return;
@@ -1374,13 +1371,13 @@ uct_rc_gdr_rcache_region_create(uct_rc_gdr_rcache_t *rcache,
 
     region->start     = lookup->start;
     region->end       = lookup->end;
-    region->buffer_id = lookup->buffer_id;
-    region->mem_type  = lookup->mem_type;
-    region->access    = lookup->access;
+    region->buffer_id = lookup->key.buffer_id;
+    region->mem_type  = lookup->key.mem_type;
+    region->access    = lookup->key.access;
     hull              = uct_rc_gdr_rcache_hull(region);
     hull->head        = lookup->addr_start - lookup->start;
     hull->tail        = lookup->end - lookup->addr_end;
-    if ((lookup->flags & (UCT_RC_GDR_RCACHE_GET_FLAG_SHARE |
+    if ((lookup->key.flags & (UCT_RC_GDR_RCACHE_GET_FLAG_SHARE |
                           UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN)) ==
         (UCT_RC_GDR_RCACHE_GET_FLAG_SHARE |
          UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN)) {
@@ -1397,7 +1394,7 @@ uct_rc_gdr_rcache_region_create(uct_rc_gdr_rcache_t *rcache,
 
     region->flags |= UCT_RC_GDR_RCACHE_REGION_FLAG_REGISTERED;
     ++rcache->stats.nic_regs;
-    if (lookup->flags & UCT_RC_GDR_RCACHE_GET_FLAG_SHARE) {
+    if (lookup->key.flags & UCT_RC_GDR_RCACHE_GET_FLAG_SHARE) {
         uct_rc_gdr_rcache_tree_add(rcache, region);
         uct_rc_gdr_rcache_tree_overlap(rcache->root, region->start,
                                        region->end,
@@ -1439,17 +1436,13 @@ uct_rc_gdr_rcache_region_hit(uct_rc_gdr_rcache_t *rcache,
 static void uct_rc_gdr_rcache_lookup_init(uct_rc_gdr_rcache_lookup_t *lookup,
                                           uintptr_t start, uintptr_t end,
                                           uintptr_t address, size_t length,
-                                          int mem_type, uint64_t buffer_id,
-                                          unsigned access, unsigned flags)
+                                          uct_rc_gdr_rcache_key_t key)
 {
     lookup->start      = start;
     lookup->end        = end;
     lookup->addr_start = address;
     lookup->addr_end   = address + length;
-    lookup->buffer_id  = buffer_id;
-    lookup->mem_type   = mem_type;
-    lookup->access     = access;
-    lookup->flags      = flags;
+    lookup->key        = key;
 }
 
 /* The walk: a containing region to reuse, stale ones released on the way */
@@ -1477,8 +1470,7 @@ uct_rc_gdr_rcache_lookup(uct_rc_gdr_rcache_t *rcache,
 /* Every get the hit path (uct_rc_gdr_rcache_get) does not serve */
 static UCS_F_NOINLINE ucs_status_t
 uct_rc_gdr_rcache_get_slow(uct_rc_gdr_rcache_t *rcache, void *address,
-                           size_t length, int mem_type, uint64_t buffer_id,
-                           unsigned access, unsigned flags,
+                           size_t length, uct_rc_gdr_rcache_key_t key,
                            uct_rc_gdr_rcache_handle_t *handle_p)
 {
     uintptr_t addr_start = (uintptr_t)address;
@@ -1494,23 +1486,23 @@ uct_rc_gdr_rcache_get_slow(uct_rc_gdr_rcache_t *rcache, void *address,
     }
 
     /* What a region can hold (uct_rc_gdr_rcache_region_t) */
-    if (ucs_unlikely((access > UCT_RC_GDR_RCACHE_ACCESS_MAX) ||
-                     (mem_type < 0) || (mem_type > UINT8_MAX))) {
-        ucs_error("rcache %s: access 0x%x or memory type %d out of range",
-                  rcache->name, access, mem_type);
+    if (ucs_unlikely((key.access > UCT_RC_GDR_RCACHE_ACCESS_MAX) ||
+                     (key.mem_type > UINT8_MAX))) {
+        ucs_error("rcache %s: access 0x%x or memory type %u out of range",
+                  rcache->name, key.access, key.mem_type);
         return UCS_ERR_INVALID_PARAM;
     }
 
     uct_rc_gdr_lock_acquire(&rcache->lock);
 
-    if (!(flags & UCT_RC_GDR_RCACHE_GET_FLAG_SHARE)) {
+    if (!(key.flags & UCT_RC_GDR_RCACHE_GET_FLAG_SHARE)) {
         goto miss;
     }
 
     /* What the hit path did not serve (a tracked region, a contested one,
        no free handle slot) walks the tree */
     uct_rc_gdr_rcache_lookup_init(&lookup, start, end, addr_start, length,
-                                  mem_type, buffer_id, access, flags);
+                                  key);
     region = uct_rc_gdr_rcache_lookup(rcache, &lookup);
     if (region == NULL) {
         goto miss_init;
@@ -1530,7 +1522,7 @@ uct_rc_gdr_rcache_get_slow(uct_rc_gdr_rcache_t *rcache, void *address,
 
 miss:
     uct_rc_gdr_rcache_lookup_init(&lookup, start, end, addr_start, length,
-                                  mem_type, buffer_id, access, flags);
+                                  key);
 miss_init:
     ++rcache->stats.misses;
     status = uct_rc_gdr_rcache_region_create(rcache, &lookup, &region);
@@ -1564,6 +1556,17 @@ out_unlock:
     return status;
 }
 
+/* The hit path took the lock and found no hit: let go, and start over. Apart,
+   so that the hit path keeps nothing across a call. */
+static UCS_F_NOINLINE ucs_status_t
+uct_rc_gdr_rcache_get_leave_slow(uct_rc_gdr_rcache_t *rcache, void *address,
+                                 size_t length, uct_rc_gdr_rcache_key_t key,
+                                 uct_rc_gdr_rcache_handle_t *handle_p)
+{
+    uct_rc_gdr_lock_leave_once(&rcache->lock);
+    return uct_rc_gdr_rcache_get_slow(rcache, address, length, key, handle_p);
+}
+
 /*
  * The hit of a repeated get, as short as it can be: one probe of the direct
  * cache and one handle slot, under one lock exchange. Anything else (a miss,
@@ -1572,8 +1575,7 @@ out_unlock:
  */
 ucs_status_t
 uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
-                      size_t length, int mem_type, uint64_t buffer_id,
-                      unsigned access, unsigned flags,
+                      size_t length, uct_rc_gdr_rcache_key_t key,
                       uct_rc_gdr_rcache_handle_t *handle_p)
 {
     uintptr_t addr_start = (uintptr_t)address;
@@ -1583,7 +1585,7 @@ uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
     /* A region holds whole pages, so start <= address and end > last mean
        it holds the pages of both, and nothing that wraps the address space
        gets this far */
-    if (ucs_unlikely(!(flags & UCT_RC_GDR_RCACHE_GET_FLAG_SHARE) ||
+    if (ucs_unlikely(!(key.flags & UCT_RC_GDR_RCACHE_GET_FLAG_SHARE) ||
                      (length == 0) || (last < addr_start))) {
         goto slow;
     }
@@ -1600,11 +1602,11 @@ uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
                         UCT_RC_GDR_RCACHE_REGION_FLAG_TRACKED)) !=
                       UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE) ||
                      (region->start > addr_start) || (region->end <= last) ||
-                     (region->buffer_id != buffer_id) ||
-                     (region->mem_type != mem_type) ||
-                     ((region->access & access) != access))) {
-        uct_rc_gdr_lock_leave_once(&rcache->lock);
-        goto slow;
+                     (region->buffer_id != key.buffer_id) ||
+                     (region->mem_type != key.mem_type) ||
+                     ((region->access & key.access) != key.access))) {
+        return uct_rc_gdr_rcache_get_leave_slow(rcache, address, length, key,
+                                                handle_p);
     }
 
     /* a free slot is there: this cannot fail */
@@ -1615,8 +1617,8 @@ uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
     return UCS_OK;
 
 slow:
-    return uct_rc_gdr_rcache_get_slow(rcache, address, length, mem_type,
-                                      buffer_id, access, flags, handle_p);
+    return uct_rc_gdr_rcache_get_slow(rcache, address, length, key,
+                                      handle_p);
 }
 
 void uct_rc_gdr_rcache_region_no_keep(uct_rc_gdr_rcache_region_t *region)

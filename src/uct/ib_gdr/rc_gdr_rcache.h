@@ -157,16 +157,28 @@ void uct_rc_gdr_rcache_destroy(uct_rc_gdr_rcache_t *rcache);
 
 
 /*
+ * What a get asks of a region beside its bytes. 16 bytes, passed by value:
+ * in two registers, so that every argument of a get is in a register.
+ */
+typedef struct uct_rc_gdr_rcache_key {
+    uint64_t buffer_id; /* allocation identity (CUDA buffer ID), 0 = host */
+    uint32_t access;    /* at most UCT_RC_GDR_RCACHE_ACCESS_MAX */
+    uint16_t mem_type;  /* ucs_memory_type_t, at most UINT8_MAX */
+    uint16_t flags;     /* UCT_RC_GDR_RCACHE_GET_FLAG_xx */
+} uct_rc_gdr_rcache_key_t;
+
+
+/*
  * Give out a handle on a region covering [address, address + length) rounded
- * to pages. With UCT_RC_GDR_RCACHE_GET_FLAG_SHARE, a live region of the same
- * buffer id and memory type that contains it and has every bit of @a access
- * is reused; otherwise a new one is registered. @a access must be at most
- * UCT_RC_GDR_RCACHE_ACCESS_MAX, @a mem_type at most UINT8_MAX.
+ * to pages. With UCT_RC_GDR_RCACHE_GET_FLAG_SHARE in @a key.flags, a live
+ * region of the same buffer id and memory type that contains it and has
+ * every bit of @a key.access is reused; otherwise a new one is registered.
+ * An access or memory type beyond what a region holds is refused with
+ * UCS_ERR_INVALID_PARAM.
  */
 ucs_status_t
 uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
-                      size_t length, int mem_type, uint64_t buffer_id,
-                      unsigned access, unsigned flags,
+                      size_t length, uct_rc_gdr_rcache_key_t key,
                       uct_rc_gdr_rcache_handle_t *handle_p);
 
 
