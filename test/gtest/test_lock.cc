@@ -68,9 +68,10 @@ protected:
        if another thread is inside too, and one guarded update */
     void take_turn(bool slow, bool yield_inside)
     {
-        bool fast = !slow && uct_rc_gdr_lock_enter_free(&m_lock);
+        uct_rc_gdr_lock_entry_t entry = slow ? 0 :
+                                        uct_rc_gdr_lock_enter_free(&m_lock);
 
-        if (!fast) {
+        if (entry == 0) {
             uct_rc_gdr_lock_acquire(&m_lock);
         }
         if (m_inside.fetch_add(1, std::memory_order_relaxed) != 0) {
@@ -81,8 +82,8 @@ protected:
             std::this_thread::yield(); /* hold it across a switch */
         }
         m_inside.fetch_sub(1, std::memory_order_relaxed);
-        if (fast) {
-            uct_rc_gdr_lock_leave_once(&m_lock);
+        if (entry != 0) {
+            uct_rc_gdr_lock_leave_once(&m_lock, entry);
         } else {
             uct_rc_gdr_lock_release(&m_lock);
         }
@@ -149,10 +150,13 @@ TEST_F(lock, biased_enter_leaves_word_alone) {
     require_bias();
     take_bias();
 
-    ASSERT_TRUE(uct_rc_gdr_lock_enter_free(&m_lock));
+    uct_rc_gdr_lock_entry_t entry = uct_rc_gdr_lock_enter_free(&m_lock);
+    ASSERT_NE(0u, entry);
+    EXPECT_EQ(entry, uct_rc_gdr_lock_entry(&m_lock));
+    EXPECT_NE(UCT_RC_GDR_LOCK_ENTRY_WORD, entry);
     EXPECT_EQ(1, bias_flag());
     EXPECT_EQ(nullptr, m_lock.owner);
-    uct_rc_gdr_lock_leave_once(&m_lock);
+    uct_rc_gdr_lock_leave_once(&m_lock, entry);
     EXPECT_EQ(0, bias_flag());
 
     uct_rc_gdr_lock_acquire(&m_lock);
@@ -175,14 +179,17 @@ TEST_F(lock, reentry) {
             m_lock.grants_left = 0; /* as without membarrier */
         }
 
-        ASSERT_TRUE(uct_rc_gdr_lock_enter_free(&m_lock));
-        EXPECT_FALSE(uct_rc_gdr_lock_enter_free(&m_lock));
+        uct_rc_gdr_lock_entry_t entry = uct_rc_gdr_lock_enter_free(&m_lock);
+        ASSERT_NE(0u, entry);
+        EXPECT_EQ(biased ? entry : UCT_RC_GDR_LOCK_ENTRY_WORD,
+                  uct_rc_gdr_lock_entry(&m_lock));
+        EXPECT_EQ(0u, uct_rc_gdr_lock_enter_free(&m_lock));
         uct_rc_gdr_lock_acquire(&m_lock);
         EXPECT_TRUE(uct_rc_gdr_lock_try(&m_lock));
         EXPECT_EQ(2u, m_lock.depth);
         uct_rc_gdr_lock_release(&m_lock);
         uct_rc_gdr_lock_release(&m_lock);
-        uct_rc_gdr_lock_leave_once(&m_lock);
+        uct_rc_gdr_lock_leave_once(&m_lock, entry);
         EXPECT_EQ(biased ? uct_rc_gdr_lock_self() : 0u, bias_thread());
     }
 }
@@ -358,7 +365,8 @@ TEST_F(lock, stale_bias_entry_leaves_new_holder_inside) {
     /* This thread revokes that bias, takes it, and goes in by it */
     take_bias();
     ASSERT_NE(stale_bias, m_lock.bias);
-    ASSERT_TRUE(uct_rc_gdr_lock_enter_free(&m_lock));
+    uct_rc_gdr_lock_entry_t entry = uct_rc_gdr_lock_enter_free(&m_lock);
+    ASSERT_NE(0u, entry);
 
     /* The late entry, as the descheduled thread would make it */
     std::thread([&]() {
@@ -378,7 +386,7 @@ TEST_F(lock, stale_bias_entry_leaves_new_holder_inside) {
         FAIL() << "a third thread got in while the bias holder was inside";
     }
 
-    uct_rc_gdr_lock_leave_once(&m_lock);
+    uct_rc_gdr_lock_leave_once(&m_lock, entry);
     third.join();
     EXPECT_TRUE(third_in);
 }

@@ -125,7 +125,7 @@ static UCS_F_NOINLINE int uct_rc_gdr_lock_revoke(uct_rc_gdr_lock_t *lock,
                                                  int wait)
 {
     uintptr_t bias = __atomic_load_n(&lock->bias, __ATOMIC_RELAXED);
-    int *flag      = uct_rc_gdr_lock_bias_flag(lock, bias);
+    uint8_t *flag  = uct_rc_gdr_lock_bias_flag(lock, bias);
     unsigned spins = 0;
 
     __atomic_store_n(&lock->bias, bias | UCT_RC_GDR_LOCK_BIAS_REVOKE,
@@ -233,7 +233,7 @@ void uct_rc_gdr_lock_release(uct_rc_gdr_lock_t *lock)
         return;
     }
 
-    uct_rc_gdr_lock_leave_once(lock);
+    uct_rc_gdr_lock_leave_once(lock, uct_rc_gdr_lock_entry(lock));
 }
 
 int uct_rc_gdr_lock_try(uct_rc_gdr_lock_t *lock)

@@ -65,8 +65,10 @@ typedef struct uct_rc_gdr_lock {
     uintptr_t bias;        /* thread that enters by plain stores, with its
                               grant number << 1; 0 if none; bit 0: being
                               revoked */
-    /* per grant: its thread is inside; written by that thread alone */
-    int       bias_in[UCT_RC_GDR_LOCK_BIAS_GRANTS];
+    /* per grant, at grant number << 1 (the bias word's bits are the index,
+       and the odd bytes are unused): its thread is inside; written by that
+       thread alone */
+    uint8_t   bias_in[UCT_RC_GDR_LOCK_BIAS_GRANTS * 2];
 } uct_rc_gdr_lock_t;
 
 
@@ -111,10 +113,10 @@ static UCS_F_ALWAYS_INLINE uintptr_t uct_rc_gdr_lock_bias_thread(uintptr_t bias)
 }
 
 /* The flag of the grant a bias word names */
-static UCS_F_ALWAYS_INLINE int *
+static UCS_F_ALWAYS_INLINE uint8_t *
 uct_rc_gdr_lock_bias_flag(uct_rc_gdr_lock_t *lock, uintptr_t bias)
 {
-    return &lock->bias_in[(bias & UCT_RC_GDR_LOCK_BIAS_GRANT_MASK) >> 1];
+    return &lock->bias_in[bias & UCT_RC_GDR_LOCK_BIAS_GRANT_MASK];
 }
 
 /*
@@ -125,7 +127,7 @@ uct_rc_gdr_lock_bias_flag(uct_rc_gdr_lock_t *lock, uintptr_t bias)
 static UCS_F_ALWAYS_INLINE int
 uct_rc_gdr_lock_bias_enter(uct_rc_gdr_lock_t *lock, uintptr_t bias)
 {
-    int *flag = uct_rc_gdr_lock_bias_flag(lock, bias);
+    uint8_t *flag = uct_rc_gdr_lock_bias_flag(lock, bias);
 
     __atomic_store_n(flag, 1, __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -139,23 +141,44 @@ uct_rc_gdr_lock_bias_enter(uct_rc_gdr_lock_t *lock, uintptr_t bias)
 }
 
 /*
- * Take the lock if it is free, by the bias or by the lock word; 1 when
- * taken. 0 when anything else is needed (a holder, a re-entry, a bias to
+ * How the thread inside got in, for uct_rc_gdr_lock_leave_once(): the
+ * address of the flag its bias raised, or UCT_RC_GDR_LOCK_ENTRY_WORD; 0 for
+ * not in. Kept by the caller, so that letting go reads nothing again.
+ */
+typedef uintptr_t uct_rc_gdr_lock_entry_t;
+
+#define UCT_RC_GDR_LOCK_ENTRY_WORD 1ul
+
+/* How the thread inside at its outermost level got in */
+static UCS_F_ALWAYS_INLINE uct_rc_gdr_lock_entry_t
+uct_rc_gdr_lock_entry(uct_rc_gdr_lock_t *lock)
+{
+    uintptr_t bias = __atomic_load_n(&lock->bias, __ATOMIC_RELAXED);
+
+    return (uct_rc_gdr_lock_bias_thread(bias) == uct_rc_gdr_lock_self()) ?
+           (uintptr_t)uct_rc_gdr_lock_bias_flag(lock, bias) :
+           UCT_RC_GDR_LOCK_ENTRY_WORD;
+}
+
+/*
+ * Take the lock if it is free, by the bias or by the lock word: how it got
+ * in. 0 when anything else is needed (a holder, a re-entry, a bias to
  * revoke): take uct_rc_gdr_lock_acquire() then. What this takes is let go
  * by uct_rc_gdr_lock_leave_once().
  */
-static UCS_F_ALWAYS_INLINE int
+static UCS_F_ALWAYS_INLINE uct_rc_gdr_lock_entry_t
 uct_rc_gdr_lock_enter_free(uct_rc_gdr_lock_t *lock)
 {
     uintptr_t self = uct_rc_gdr_lock_self();
     uintptr_t bias = __atomic_load_n(&lock->bias, __ATOMIC_RELAXED);
     void *owner    = NULL;
+    uint8_t *flag;
 
     /* Names this thread and is not being revoked */
     if (ucs_likely((bias & ~UCT_RC_GDR_LOCK_BIAS_GRANT_MASK) == self)) {
-        return !__atomic_load_n(uct_rc_gdr_lock_bias_flag(lock, bias),
-                                __ATOMIC_RELAXED) &&
-               uct_rc_gdr_lock_bias_enter(lock, bias);
+        flag = uct_rc_gdr_lock_bias_flag(lock, bias);
+        return (!__atomic_load_n(flag, __ATOMIC_RELAXED) &&
+                uct_rc_gdr_lock_bias_enter(lock, bias)) ? (uintptr_t)flag : 0;
     }
 
     if ((bias != 0) ||
@@ -170,26 +193,23 @@ uct_rc_gdr_lock_enter_free(uct_rc_gdr_lock_t *lock)
         return 0;
     }
 
-    return 1;
+    return UCT_RC_GDR_LOCK_ENTRY_WORD;
 }
 
 /* Let go of what uct_rc_gdr_lock_enter_free() took, or of the outermost
-   level of acquire() */
+   level of acquire(), as @a entry tells it got in */
 static UCS_F_ALWAYS_INLINE void
-uct_rc_gdr_lock_leave_once(uct_rc_gdr_lock_t *lock)
+uct_rc_gdr_lock_leave_once(uct_rc_gdr_lock_t *lock,
+                           uct_rc_gdr_lock_entry_t entry)
 {
-    uintptr_t self = uct_rc_gdr_lock_self();
-    uintptr_t bias = __atomic_load_n(&lock->bias, __ATOMIC_RELAXED);
-
     ucs_assert(lock->depth == 0);
-    if (ucs_likely(uct_rc_gdr_lock_bias_thread(bias) == self)) {
-        __atomic_store_n(uct_rc_gdr_lock_bias_flag(lock, bias), 0,
-                         __ATOMIC_RELEASE);
+    if (ucs_likely(entry != UCT_RC_GDR_LOCK_ENTRY_WORD)) {
+        __atomic_store_n((uint8_t*)entry, 0, __ATOMIC_RELEASE);
         return;
     }
 
     ucs_assert(__atomic_load_n(&lock->owner, __ATOMIC_RELAXED) ==
-               (void*)self);
+               (void*)uct_rc_gdr_lock_self());
     if (ucs_unlikely(lock->grants_left > 0)) {
         uct_rc_gdr_lock_grant(lock);
     }

@@ -1563,7 +1563,8 @@ uct_rc_gdr_rcache_get_leave_slow(uct_rc_gdr_rcache_t *rcache, void *address,
                                  size_t length, uct_rc_gdr_rcache_key_t key,
                                  uct_rc_gdr_rcache_handle_t *handle_p)
 {
-    uct_rc_gdr_lock_leave_once(&rcache->lock);
+    uct_rc_gdr_lock_leave_once(&rcache->lock,
+                               uct_rc_gdr_lock_entry(&rcache->lock));
     return uct_rc_gdr_rcache_get_slow(rcache, address, length, key, handle_p);
 }
 
@@ -1581,6 +1582,7 @@ uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
     uintptr_t addr_start = (uintptr_t)address;
     uintptr_t last       = addr_start + length - 1;
     uct_rc_gdr_rcache_region_t *region;
+    uct_rc_gdr_lock_entry_t entry;
 
     /* A region holds whole pages, so start <= address and end > last mean
        it holds the pages of both, and nothing that wraps the address space
@@ -1590,7 +1592,8 @@ uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
         goto slow;
     }
 
-    if (ucs_unlikely(!uct_rc_gdr_lock_enter_free(&rcache->lock))) {
+    entry = uct_rc_gdr_lock_enter_free(&rcache->lock);
+    if (ucs_unlikely(entry == 0)) {
         goto slow;
     }
 
@@ -1613,7 +1616,7 @@ uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
     uct_rc_gdr_rcache_ref_get(rcache, region, addr_start, length, handle_p);
     uct_rc_gdr_rcache_region_hit(rcache, region, addr_start, length);
     ++rcache->stats.fast_hits;
-    uct_rc_gdr_lock_leave_once(&rcache->lock);
+    uct_rc_gdr_lock_leave_once(&rcache->lock, entry);
     return UCS_OK;
 
 slow:
@@ -1667,14 +1670,16 @@ uct_rc_gdr_rcache_put_slow(uct_rc_gdr_rcache_t *rcache,
 ucs_status_t uct_rc_gdr_rcache_put(uct_rc_gdr_rcache_t *rcache,
                                    uct_rc_gdr_rcache_handle_t handle)
 {
+    uct_rc_gdr_lock_entry_t entry;
     ucs_status_t status;
 
-    if (ucs_unlikely(!uct_rc_gdr_lock_enter_free(&rcache->lock))) {
+    entry = uct_rc_gdr_lock_enter_free(&rcache->lock);
+    if (ucs_unlikely(entry == 0)) {
         return uct_rc_gdr_rcache_put_slow(rcache, handle);
     }
 
     status = uct_rc_gdr_rcache_put_locked(rcache, handle);
-    uct_rc_gdr_lock_leave_once(&rcache->lock);
+    uct_rc_gdr_lock_leave_once(&rcache->lock, entry);
     return status;
 }
 
