@@ -161,7 +161,7 @@ struct uct_rc_gdr_rcache {
      */
     uct_rc_gdr_rcache_dc_slot_t   *dc;
     unsigned                      dc_bits;
-    uint64_t                      dc_mask;   /* slots - 1 */
+    uint64_t                      dc_mask;   /* slots - 1, for the hit */
     unsigned                      page_shift;
 
     ucs_list_link_t               lru;       /* kept regions, oldest first */
@@ -1012,6 +1012,30 @@ uct_rc_gdr_rcache_region_unref(uct_rc_gdr_rcache_t *rcache,
     }
 }
 
+/* Put a region on a list for uct_rc_gdr_rcache_release() */
+static void
+uct_rc_gdr_rcache_release_push(uct_rc_gdr_rcache_region_t **list_p,
+                               uct_rc_gdr_rcache_region_t *region)
+{
+    uct_rc_gdr_rcache_node(region)->next_release = *list_p;
+    *list_p                                      = region;
+}
+
+/* Take the first region off such a list; NULL when it is empty */
+static uct_rc_gdr_rcache_region_t *
+uct_rc_gdr_rcache_release_pop(uct_rc_gdr_rcache_region_t **list_p)
+{
+    uct_rc_gdr_rcache_region_t *region = *list_p;
+    uct_rc_gdr_rcache_node_t *node;
+
+    if (region != NULL) {
+        node               = uct_rc_gdr_rcache_node(region);
+        *list_p            = node->next_release;
+        node->next_release = NULL;
+    }
+    return region;
+}
+
 /*
  * Take the listed regions out of the tree and release their NIC
  * registrations. Every region leaves the tree before the first mem_dereg, so
@@ -1024,7 +1048,6 @@ static void uct_rc_gdr_rcache_release(uct_rc_gdr_rcache_t *rcache,
                                       uct_rc_gdr_rcache_region_t *list)
 {
     uct_rc_gdr_rcache_region_t *region;
-    uct_rc_gdr_rcache_node_t *node;
 
     for (region = list; region != NULL;
          region = uct_rc_gdr_rcache_node(region)->next_release) {
@@ -1036,24 +1059,11 @@ static void uct_rc_gdr_rcache_release(uct_rc_gdr_rcache_t *rcache,
                   rcache->name, UCT_RC_GDR_RCACHE_REGION_ARG(region));
     }
 
-    while (list != NULL) {
-        region             = list;
-        node               = uct_rc_gdr_rcache_node(region);
-        list               = node->next_release;
-        node->next_release = NULL;
+    while ((region = uct_rc_gdr_rcache_release_pop(&list)) != NULL) {
         uct_rc_gdr_rcache_region_dereg(rcache, region);
-        region->flags     &= ~UCT_RC_GDR_RCACHE_REGION_FLAG_RELEASING;
+        region->flags &= ~UCT_RC_GDR_RCACHE_REGION_FLAG_RELEASING;
         uct_rc_gdr_rcache_region_unref(rcache, region);
     }
-}
-
-/* Put a region on a list for uct_rc_gdr_rcache_release() */
-static void
-uct_rc_gdr_rcache_release_push(uct_rc_gdr_rcache_region_t **list_p,
-                               uct_rc_gdr_rcache_region_t *region)
-{
-    uct_rc_gdr_rcache_node(region)->next_release = *list_p;
-    *list_p                                      = region;
 }
 
 static int uct_rc_gdr_rcache_lookup_matches(
@@ -1311,11 +1321,7 @@ void uct_rc_gdr_rcache_destroy(uct_rc_gdr_rcache_t *rcache)
         uct_rc_gdr_rcache_tree_del(rcache, region);
     }
 
-    while (list != NULL) {
-        region             = list;
-        node               = uct_rc_gdr_rcache_node(region);
-        list               = node->next_release;
-        node->next_release = NULL;
+    while ((region = uct_rc_gdr_rcache_release_pop(&list)) != NULL) {
         uct_rc_gdr_rcache_region_dereg(rcache, region);
     }
 
