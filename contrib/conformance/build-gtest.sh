@@ -14,7 +14,8 @@
 # once a new one is built.
 #
 # Usage: contrib/conformance/build-gtest.sh [--ucx VERSION] [--print-path]
-#   --ucx VERSION an upstream release (1.22.0; built first when it is not)
+#   --ucx VERSION an upstream release (1.16.0, 1.19.1, 1.22.0; built first
+#                 when it is not)
 #   --print-path  print only the binary's path on stdout (messages go to stderr)
 #
 set -euo pipefail
