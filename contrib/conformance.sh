@@ -28,11 +28,13 @@
 #   --save-baseline write this run's rc_verbs results into
 #                   contrib/conformance/rc_verbs-baseline.tsv
 #   --no-build      use the build as it is (do not run contrib/build.sh)
-#   --ucx VERSION   an upstream release (1.22.0): its own gtest (patched by
-#                   contrib/conformance/ucx-VERSION-rc_gdr.patch) and
-#                   rc_gdr's build against it (RC_GDR_BUILD, default
-#                   build-VERSION); rc_verbs' baseline is then
-#                   contrib/conformance/rc_verbs-baseline-VERSION.tsv
+#   --ucx VERSION   an upstream release (1.16.0, 1.19.1, 1.22.0): its own
+#                   gtest (patched by contrib/conformance/
+#                   ucx-VERSION-rc_gdr.patch) and rc_gdr's build against it
+#                   (RC_GDR_BUILD, default build-VERSION); rc_verbs' baseline
+#                   is then
+#                   contrib/conformance/rc_verbs-baseline-VERSION.tsv (where
+#                   there is none, rc_verbs' tests run)
 #   --out DIR       keep the raw results in DIR (default: a temporary
 #                   directory, removed at the end)
 #   --resume        with --out: run only the tests that have no result in

@@ -10,10 +10,10 @@
 #   4  conformance: UCX's own UCT test suites (the CI subset) in the guest,
 #      rc_gdr beside rc_verbs (contrib/conformance.sh --core)
 #   5  releases: the same source against upstream UCX (built once per machine
-#      by contrib/ucx-upstream.sh, cached): 1.22.0 every tier above, its own
-#      UCT suites included, 1.16.0 and 1.19.1 build + unit + host + one guest
-#      UCP run; every module loaded into every other release (refused in one
-#      line, no crash)
+#      by contrib/ucx-upstream.sh, cached): 1.22.0 every tier above, 1.16.0
+#      and 1.19.1 build + unit + host + one guest UCP run; every module
+#      loaded into every other release (refused in one line, no crash); then
+#      each release's own UCT suites, as the time budget allows
 # and ends with one line "N passed, N failed, N skipped" totalled over the
 # tiers run.
 #
@@ -279,18 +279,22 @@ if [[ " $RELEASES " == *" 1.22.0 "* ]]; then
         '^(ucx_info_lists_rc_gdr|memtypes\.cuda|gpu_emulated_info|(gpu|gpu_emulated|gpu_lanes)\.|bounce\.[a-z_]+/dmabuf_refused)' 300
 fi
 
-# Last, as they are long: UCX 1.22.0's own UCT suites (rc_verbs from the
-# baseline of that release, contrib/conformance/rc_verbs-baseline-1.22.0.tsv,
-# where it holds), skipped when they would end past the budget.
-if [ "$RUN_VM" = 1 ] && [ "${RC_GDR_CONFORMANCE:-1}" = 1 ] &&
-   [[ " ${RELEASE_BUILDS[*]} " == *" build-1.22.0 "* ]] &&
-   ! over_budget "UCX 1.22.0's own UCT suites" 1800; then
-    echo "== tier 5: UCX 1.22.0: conformance, its own UCT suites (CI" \
-         "subset) in the guest, rc_gdr beside rc_verbs"
-    RC_GDR_BUILD=build-1.22.0 contrib/conformance.sh --core --ucx 1.22.0 \
-        --no-build 2>&1 | tee "$OUT/conformance-1.22.0"
-    tally_counts "$OUT/conformance-1.22.0"
-fi
+# Last, as they are long: the releases' own UCT suites, 1.22.0's first, then
+# 1.16.0's and 1.19.1's (rc_verbs from the baseline of that release,
+# contrib/conformance/rc_verbs-baseline-VERSION.tsv, where it holds), each
+# skipped when it would end past the budget.
+declare -A OWN_SUITES_S=([1.22.0]=1800 [1.16.0]=1200 [1.19.1]=1500)
+for v in 1.22.0 1.16.0 1.19.1; do
+    [ "$RUN_VM" = 1 ] && [ "${RC_GDR_CONFORMANCE:-1}" = 1 ] || break
+    [[ " ${RELEASE_BUILDS[*]} " == *" build-$v "* ]] &&
+        [ -f "contrib/conformance/rc_verbs-baseline-$v.tsv" ] || continue
+    over_budget "UCX $v's own UCT suites" "${OWN_SUITES_S[$v]}" && continue
+    echo "== tier 5: UCX $v: conformance, its own UCT suites (CI subset)" \
+         "in the guest, rc_gdr beside rc_verbs"
+    RC_GDR_BUILD=build-$v contrib/conformance.sh --core --ucx "$v" \
+        --no-build 2>&1 | tee "$OUT/conformance-$v"
+    tally_counts "$OUT/conformance-$v"
+done
 
 rm -rf "$OUT"
 echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"
