@@ -37,7 +37,9 @@ const uint64_t PRIV_MAGIC = 0x7263616368650001ull;
 typedef uct_rc_gdr_rcache_region_t region_t;
 typedef uct_rc_gdr_rcache_handle_t handle_t;
 
-/* What a get asks beside its bytes; values out of range stay so */
+/* What a get asks beside its bytes. Out-of-range values that fit the key's
+   fields (an access above 8 bits, a memory type up to UINT16_MAX) reach the
+   cache as they are. */
 uct_rc_gdr_rcache_key_t rcache_key(unsigned mem_type, uint64_t buffer_id,
                                    unsigned access, unsigned flags)
 {

@@ -1384,7 +1384,7 @@ uct_rc_gdr_rcache_region_create(uct_rc_gdr_rcache_t *rcache,
     hull->head        = lookup->addr_start - lookup->start;
     hull->tail        = lookup->end - lookup->addr_end;
     if ((lookup->key.flags & (UCT_RC_GDR_RCACHE_GET_FLAG_SHARE |
-                          UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN)) ==
+                              UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN)) ==
         (UCT_RC_GDR_RCACHE_GET_FLAG_SHARE |
          UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN)) {
         region->flags |= UCT_RC_GDR_RCACHE_REGION_FLAG_RETAIN;
@@ -1563,7 +1563,8 @@ out_unlock:
 }
 
 /* The hit path took the lock and found no hit: let go, and start over. Apart,
-   so that the hit path keeps nothing across a call. */
+   so that the hit path keeps nothing across a call; it finds the lock's
+   entry again rather than take a seventh argument, on the stack. */
 static UCS_F_NOINLINE ucs_status_t
 uct_rc_gdr_rcache_get_leave_slow(uct_rc_gdr_rcache_t *rcache, void *address,
                                  size_t length, uct_rc_gdr_rcache_key_t key,
