@@ -700,15 +700,23 @@ static void uct_rc_gdr_ep_mark_idle(uct_rc_gdr_ep_t *ep)
 }
 
 
-/* Returns the credits we owe in a message of its own, when no AM of ours
- * would carry them soon enough for the peer. */
-void uct_rc_gdr_ep_grant_credits(uct_rc_gdr_ep_t *ep)
+/* Returns the credits we owe in a message of its own once they reach
+ * credits_due (the iface's fc_grant_now or fc_grant_idle). Fewer, but half
+ * a window or more, keep the endpoint busy: a reply of the user's may carry
+ * them first, or progress sends them when the receive queue is idle. */
+void uct_rc_gdr_ep_grant_credits(uct_rc_gdr_ep_t *ep, unsigned credits_due)
 {
     uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
     uct_rc_gdr_op_t *op;
 
-    if ((ep->fc_to_return < ucs_max(iface->config.fc_wnd_size / 2, 1u)) ||
-        (ep->flags & UCT_RC_GDR_EP_FLAG_DESTROYED)) {
+    if (ep->flags & UCT_RC_GDR_EP_FLAG_DESTROYED) {
+        return;
+    }
+
+    if (ep->fc_to_return < credits_due) {
+        if (ep->fc_to_return >= iface->config.fc_grant_idle) {
+            uct_rc_gdr_ep_mark_busy(ep);
+        }
         return;
     }
 
@@ -1318,13 +1326,13 @@ void uct_rc_gdr_ep_pending_purge(uct_ep_h tl_ep,
  * not done (UCS_INPROGRESS, or no resources) goes back to the head. While a
  * callback runs, its operations may pass the requests queued behind it.
  */
-void uct_rc_gdr_ep_dispatch_pending(uct_rc_gdr_ep_t *ep)
+void uct_rc_gdr_ep_dispatch_pending(uct_rc_gdr_ep_t *ep, unsigned credits_due)
 {
     uct_pending_req_priv_queue_t *priv;
     uct_pending_req_t *req;
     ucs_status_t status;
 
-    uct_rc_gdr_ep_grant_credits(ep);
+    uct_rc_gdr_ep_grant_credits(ep, credits_due);
 
     while (!ucs_queue_is_empty(&ep->pending) &&
            (uct_rc_gdr_ep_check_tx(ep, 0) == UCS_OK)) {
@@ -1343,8 +1351,7 @@ void uct_rc_gdr_ep_dispatch_pending(uct_rc_gdr_ep_t *ep)
     }
 
     if (!ucs_queue_is_empty(&ep->pending) ||
-        (ep->fc_to_return >=
-         ucs_max(uct_rc_gdr_ep_iface(ep)->config.fc_wnd_size / 2, 1u))) {
+        (ep->fc_to_return >= uct_rc_gdr_ep_iface(ep)->config.fc_grant_idle)) {
         uct_rc_gdr_ep_mark_busy(ep);
     } else {
         uct_rc_gdr_ep_mark_idle(ep);

@@ -179,8 +179,8 @@ ucs_status_t uct_rc_gdr_ep_invalidate(uct_ep_h tl_ep, unsigned flags);
 /* Called from the interface's progress (rc_gdr_iface.c). */
 void uct_rc_gdr_ep_send_completion(struct ibv_wc *wc);
 void uct_rc_gdr_ep_recv_credits(uct_rc_gdr_ep_t *ep, unsigned credits);
-void uct_rc_gdr_ep_dispatch_pending(uct_rc_gdr_ep_t *ep);
-void uct_rc_gdr_ep_grant_credits(uct_rc_gdr_ep_t *ep);
+void uct_rc_gdr_ep_dispatch_pending(uct_rc_gdr_ep_t *ep, unsigned credits_due);
+void uct_rc_gdr_ep_grant_credits(uct_rc_gdr_ep_t *ep, unsigned credits_due);
 void uct_rc_gdr_ep_free_zombie(uct_rc_gdr_ep_t *ep);
 
 #endif

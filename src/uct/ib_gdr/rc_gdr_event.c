@@ -224,7 +224,7 @@ static int uct_rc_gdr_iface_event_ep_can_send(uct_rc_gdr_iface_t *iface,
  */
 static int uct_rc_gdr_iface_event_has_work(uct_rc_gdr_iface_t *iface)
 {
-    unsigned credits_due = ucs_max(iface->config.fc_wnd_size / 2, 1u);
+    unsigned credits_due = iface->config.fc_grant_idle;
     uct_rc_gdr_ep_t *ep;
 
     if (iface->event.stashed[UCT_RC_GDR_CQ_SEND] ||

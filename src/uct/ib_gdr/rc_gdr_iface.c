@@ -491,7 +491,7 @@ static void uct_rc_gdr_iface_handle_recv(uct_rc_gdr_iface_t *iface,
 
     ep = uct_rc_gdr_iface_lookup_ep(iface, wc->qp_num);
     if (ep != NULL) {
-        uct_rc_gdr_ep_grant_credits(ep);
+        uct_rc_gdr_ep_grant_credits(ep, iface->config.fc_grant_now);
     }
 
 out:
@@ -557,6 +557,7 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
     ucs_list_link_t busy;
     uct_rc_gdr_ep_t *ep;
     unsigned count = 0;
+    unsigned credits_due;
     int i, num_wcs;
 
     num_wcs = uct_rc_gdr_iface_event_poll_cq(&iface->event,
@@ -577,7 +578,8 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
         uct_rc_gdr_iface_handle_recv(iface, &wcs[i]);
     }
     if (num_wcs > 0) {
-        count += num_wcs;
+        count      += num_wcs;
+        credits_due = iface->config.fc_grant_now;
         /* Reposting in batches costs one call per batch, not per message;
          * the shared queue keeps all but a batch of buffers posted. */
         if (iface->config.rx_queue_len - iface->rx_posted >=
@@ -585,11 +587,17 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
                     iface->config.rx_queue_len / 2)) {
             uct_rc_gdr_iface_post_recvs(iface);
         }
-    } else if (ucs_unlikely(iface->rx_returned)) {
-        /* The pool ran dry while the user kept buffers: with nothing posted
-         * no receive completes, so a released buffer is posted here. */
-        iface->rx_returned = 0;
-        uct_rc_gdr_iface_post_recvs(iface);
+    } else {
+        /* Nothing arrived: no reply of the user's is coming to carry
+         * what is owed, which goes back now (fc_grant_idle, at init) */
+        credits_due = iface->config.fc_grant_idle;
+        if (ucs_unlikely(iface->rx_returned)) {
+            /* The pool ran dry while the user kept buffers: with nothing
+             * posted no receive completes, so a released buffer is posted
+             * here. */
+            iface->rx_returned = 0;
+            uct_rc_gdr_iface_post_recvs(iface);
+        }
     }
 
     if (ucs_unlikely(iface->lane_users > 0)) {
@@ -616,7 +624,8 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
     while (!ucs_list_is_empty(&busy)) {
         ep         = ucs_list_extract_head(&busy, uct_rc_gdr_ep_t, busy_link);
         ep->flags &= ~UCT_RC_GDR_EP_FLAG_BUSY;
-        uct_rc_gdr_ep_dispatch_pending(ep); /* BUSY again if still owed */
+        /* BUSY again if still owed */
+        uct_rc_gdr_ep_dispatch_pending(ep, credits_due);
     }
 
     return count;
@@ -877,6 +886,17 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
     }
     self->config.rx_queue_len  = config->rx_queue_len;
     self->config.fc_wnd_size   = config->fc_wnd_size;
+    /* A reply carries owed credits for free; a message of their own costs
+     * a work request on both sides (measured: the receiver of a stream
+     * that acknowledges every half window, as ucx_perftest's am_bw does,
+     * sent a credit message beside each acknowledgement). So below three
+     * quarters of the window the credits wait for a progress call that
+     * finds no message, the point where a reply would have gone out; from
+     * there they go at once, leaving the sender a quarter of its window
+     * for the credit message's trip. */
+    self->config.fc_grant_idle = ucs_max(config->fc_wnd_size / 2, 1u);
+    self->config.fc_grant_now  = ucs_max(config->fc_wnd_size -
+                                         config->fc_wnd_size / 4, 1u);
     self->config.seg_size      = config->seg_size;
     self->config.rx_headroom   = rx_headroom;
     self->config.max_inline    = config->max_inline;

@@ -171,6 +171,11 @@ struct uct_rc_gdr_iface {
         unsigned              tx_cq_moderation;
         unsigned              rx_queue_len;
         unsigned              fc_wnd_size;
+        unsigned              fc_grant_idle; /* credits owed that go back
+                                                alone once no message
+                                                arrives (half a window) */
+        unsigned              fc_grant_now;  /* ... that go back alone at
+                                                once (three quarters) */
         size_t                seg_size;
         size_t                rx_headroom; /* the user's bytes before
                                               received data */

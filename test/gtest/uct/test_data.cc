@@ -395,6 +395,124 @@ TEST_F(data, am_credit_flow_control)
                     "(%d arrived, %s)", am_count, ucs_status_string(status));
 }
 
+/* Counts the replies a receives in the credit tests */
+static ucs_status_t credit_reply_handler(void *arg, void *data, size_t length,
+                                         unsigned flags)
+{
+    ++*(int*)arg;
+    return UCS_OK;
+}
+
+/* The window these tests assume: FC_WND_SIZE's default */
+static const int CREDIT_WND = 128;
+
+static bool credit_wnd_is_default()
+{
+    const char *wnd = getenv("UCX_RC_GDR_FC_WND_SIZE");
+
+    return (wnd == NULL) || (atoi(wnd) == CREDIT_WND);
+}
+
+/* A receiver that answers every half window, as ucx_perftest's am_bw does:
+ * its answers carry the credits it owes, and no credit message of its own
+ * goes out beside them (one did with each answer before). */
+TEST_F(data, am_credits_ride_on_replies)
+{
+    const int rounds = 8, half = CREDIT_WND / 2, reply_id = AM_ID + 1;
+    uct_test_iface_stats_t before, after;
+    ucs_status_t status = UCS_OK;
+    double deadline;
+    int replies = 0, r, i;
+
+    if (!credit_wnd_is_default()) {
+        GTEST_SKIP() << "UCX_RC_GDR_FC_WND_SIZE is set";
+    }
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(a->iface, reply_id,
+                                               credit_reply_handler,
+                                               &replies, 0));
+
+    am_count = 0;
+    before   = uct_test_iface_stats(b->iface);
+    for (r = 1; (r <= rounds) && (status == UCS_OK); ++r) {
+        for (i = 0; (i < half) && (status == UCS_OK); ++i) {
+            status = UCT_TEST_RETRY(nodes, 2,
+                                    uct_ep_am_short(a->ep, AM_ID, i, NULL, 0));
+        }
+        am_wait(status, r * half);
+        if (status == UCS_OK) {
+            status = UCT_TEST_RETRY(nodes, 2,
+                                    uct_ep_am_short(b->ep, reply_id, r, NULL,
+                                                    0));
+        }
+        deadline = uct_test_now() + uct_test_timeout_s;
+        while ((status == UCS_OK) && (replies < r) &&
+               (uct_test_now() < deadline)) {
+            uct_test_progress(nodes, 2);
+        }
+    }
+    after = uct_test_iface_stats(b->iface);
+
+    UCT_TEST_EXPECT((status == UCS_OK) && (am_count == rounds * half) &&
+                    (replies == rounds) &&
+                    (after.credit_grants == before.credit_grants),
+                    "%d rounds of %d messages and a reply: %d arrived, %d "
+                    "replies, %" PRIu64 " credit messages besides (%s)",
+                    rounds, half, am_count, replies,
+                    after.credit_grants - before.credit_grants,
+                    ucs_status_string(status));
+}
+
+/* Owed credits with no reply to carry them go back in a message of their
+ * own once the receiver finds nothing more to receive: the sender then
+ * has its whole window again. */
+TEST_F(data, am_credits_return_when_receiver_idle)
+{
+    const int half = CREDIT_WND / 2;
+    uct_test_iface_stats_t before, after, a_before;
+    ucs_status_t status = UCS_OK;
+    int i, sent = 0;
+    double deadline;
+
+    if (!credit_wnd_is_default()) {
+        GTEST_SKIP() << "UCX_RC_GDR_FC_WND_SIZE is set";
+    }
+
+    am_count = 0;
+    before   = uct_test_iface_stats(b->iface);
+    for (i = 0; (i < half) && (status == UCS_OK); ++i) {
+        status = UCT_TEST_RETRY(nodes, 2,
+                                uct_ep_am_short(a->ep, AM_ID, i, NULL, 0));
+    }
+    am_wait(status, half);
+    /* b idle, then a takes in what b sent (one message) */
+    for (i = 0; i < 4; ++i) {
+        uct_worker_progress(b->worker);
+    }
+    after    = uct_test_iface_stats(b->iface);
+    a_before = uct_test_iface_stats(a->iface);
+    deadline = uct_test_now() + uct_test_timeout_s;
+    while ((uct_test_iface_stats(a->iface).rx_msgs == a_before.rx_msgs) &&
+           (after.credit_grants > before.credit_grants) &&
+           (uct_test_now() < deadline)) {
+        uct_worker_progress(a->worker);
+    }
+
+    /* The whole window, without progress: no credit may be missing */
+    while ((status == UCS_OK) && (sent < CREDIT_WND)) {
+        status = uct_ep_am_short(a->ep, AM_ID, sent, NULL, 0);
+        sent  += (status == UCS_OK);
+    }
+    am_wait(UCS_OK, half + sent);
+
+    UCT_TEST_EXPECT((after.credit_grants == before.credit_grants + 1) &&
+                    (sent == CREDIT_WND) && (am_count == half + sent),
+                    "%" PRIu64 " credit messages after %d messages (1 "
+                    "expected), then %d of %d sent without progress (%s), "
+                    "%d arrived", after.credit_grants - before.credit_grants,
+                    half, sent, CREDIT_WND, ucs_status_string(status),
+                    am_count);
+}
+
 /* 64-bit atomics on b's buffer, one after the other on the same word */
 TEST_F(data, atomics_64bit)
 {
