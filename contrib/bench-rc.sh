@@ -7,9 +7,14 @@
 # benchmark in it, so that both transports see the same guest, kernel and
 # host load. Under TCG absolute numbers mean little and runs vary up to 2x
 # (shared/research/rxe_vm.md section 6), so:
-#   - the two transports run interleaved (rc_verbs, rc_gdr, rc_verbs, ...),
-#     so that a slow phase of the host hurts both alike;
-#   - each case is repeated --runs times and the medians are compared;
+#   - each case runs --runs rounds; a round is one run of each transport,
+#     back to back, in ABBA order (rc_verbs first in odd rounds, rc_gdr
+#     first in even ones), so that a slow phase of the host hurts both runs
+#     of a round alike and neither transport always runs first;
+#   - a round gives one ratio, rc_gdr / rc_verbs; the verdict is on the
+#     median of the rounds' ratios, with a distribution-free 95% interval
+#     for that median (order statistics), which says whether a miss is a
+#     difference or the emulator's noise;
 #   - every raw value is printed, so the noise can be judged.
 #
 # Exit status: 0 all runs produced a result (targets met or not: they are
@@ -24,16 +29,20 @@ SELF="$ROOT/contrib/$(basename "${BASH_SOURCE[0]}")"
 usage() {
     cat <<'EOF'
 Usage: contrib/bench-rc.sh [options]
-  --runs N          runs per transport and case (5); medians are compared
+  --runs N          rounds per case (9): a run of each transport, ABBA
+                    order; the median of the rounds' ratios is judged
   --iters N         ucx_perftest -n for every case, or
   --iters CASE=N    for one case (repeatable); cases and defaults:
                       put64k=3000 put1m=200 get64k=3000 get1m=200 amlat=20000
+                      ambw=50000
                     (about 1-2 s each in the guest; warm-up is -n/10)
   --run-timeout S   limit for one ucx_perftest run, server and client (120)
   --no-pin          let the scheduler place server and client (default: server
                     on CPU 0, client on CPU 1)
   --port P          first TCP port; every run takes the next one (23000)
   --vm-timeout S    limit for the whole guest (default: from the run count)
+  --before DIR      compare with rc_gdr of the build in DIR instead of
+                    rc_verbs (before/after a change; same UCX release)
   --inside          run here, in an rxe guest (no rxe-vm.sh of our own)
   -h, --help        this text
 Environment: RC_GDR_BUILD (build), as for contrib/env.sh.
@@ -41,15 +50,16 @@ EOF
 }
 
 # The cases: name, ucx_perftest arguments, and which Final: column counts
-# ("bw" = overall bandwidth MB/s, higher is better; "lat" = typical
-# latency usec, lower is better).
-CASE_NAMES=(put64k put1m get64k get1m amlat)
+# ("bw" = overall bandwidth MB/s, "mr" = overall message rate per second,
+# higher is better; "lat" = typical latency usec, lower is better).
+CASE_NAMES=(put64k put1m get64k get1m amlat ambw)
 declare -A CASE_ARGS=(
     [put64k]="-t put_bw -D zcopy -s 65536"
     [put1m]="-t put_bw -D zcopy -s 1048576"
     [get64k]="-t get -D zcopy -s 65536"
     [get1m]="-t get -D zcopy -s 1048576"
     [amlat]="-t am_lat -s 8"
+    [ambw]="-t am_bw -D short -s 8"
 )
 declare -A CASE_TITLE=(
     [put64k]="put_bw zcopy 64K"
@@ -57,17 +67,23 @@ declare -A CASE_TITLE=(
     [get64k]="get zcopy 64K"
     [get1m]="get zcopy 1M"
     [amlat]="am_lat 8B"
+    [ambw]="am_bw short 8B"
 )
 declare -A CASE_METRIC=(
-    [put64k]=bw [put1m]=bw [get64k]=bw [get1m]=bw [amlat]=lat
+    [put64k]=bw [put1m]=bw [get64k]=bw [get1m]=bw [amlat]=lat [ambw]=mr
 )
 declare -A CASE_ITERS=(
     [put64k]=3000 [put1m]=200 [get64k]=3000 [get1m]=200 [amlat]=20000
+    [ambw]=50000
 )
+# The two sides of a round, reference first: labels, each with its UCT
+# transport (-x) and, from setup_env, its environment ENV_<label>.
 TLS=(rc_verbs rc_gdr)
+declare -A XPORT=([rc_verbs]=rc_verbs [rc_gdr]=rc_gdr [before]=rc_gdr)
+BEFORE=""
 DEVICE=rxe1:1      # the server follows the client's -d: rxe1 loopback
 
-RUNS=5 RUN_TIMEOUT=120 PORT=23000 VM_TIMEOUT="" INSIDE=0 PIN=1
+RUNS=9 RUN_TIMEOUT=120 PORT=23000 VM_TIMEOUT="" INSIDE=0 PIN=1
 ARGS=("$@")        # passed on unchanged to the guest
 
 die() { echo "bench-rc: $*" >&2; exit 1; }
@@ -103,6 +119,12 @@ parse_args() {
             shift ;;
         --iters)  [ $# -ge 2 ] || bad_usage "--iters needs a value"
                   parse_iters "$2"; shift ;;
+        --before) [ $# -ge 2 ] || bad_usage "--before needs a build directory"
+                  BEFORE=$(cd "$2" 2>/dev/null && pwd) ||
+                      bad_usage "--before: no directory '$2'"
+                  [ -f "$BEFORE/src/uct/ib_gdr/.libs/libuct_ib_gdr.so" ] ||
+                      bad_usage "--before: no built module under '$2'"
+                  TLS=(before rc_gdr); shift ;;
         --inside) INSIDE=1 ;;
         --no-pin) PIN=0 ;;
         -h|--help) usage; exit 0 ;;
@@ -156,6 +178,14 @@ setup_env() {
     fi
     # shellcheck disable=SC2034
     ENV_rc_gdr=(env "LD_PRELOAD=$GDR_PRELOAD")
+    if [ -n "$BEFORE" ]; then
+        # The same preload, with the other build's module in its place
+        BEFORE_PRELOAD=$(tr ':' '\n' <<<"$GDR_PRELOAD" |
+            sed "s|.*/libuct_ib_gdr\.so\$|$BEFORE/src/uct/ib_gdr/.libs/libuct_ib_gdr.so|" |
+            paste -sd:)
+        # shellcheck disable=SC2034
+        ENV_before=(env "LD_PRELOAD=$BEFORE_PRELOAD")
+    fi
 }
 
 # Both processes busy-poll. When the scheduler puts them on the same one
@@ -190,7 +220,7 @@ run_one() {
     srv_pid=$!
     if wait_listen "$port" "$srv_pid"; then
         timeout -k 5 "$RUN_TIMEOUT" "${env_cmd[@]}" "${PIN_CLIENT[@]}" \
-            ucx_perftest 127.0.0.1 -p "$port" -x "$tl" -d "$DEVICE" \
+            ucx_perftest 127.0.0.1 -p "$port" -x "${XPORT[$tl]}" -d "$DEVICE" \
             "${args[@]}" -n "$iters" -w $(( (iters + 9) / 10 )) \
             >"$cli_log" 2>&1 || rc=$?
     else
@@ -204,7 +234,7 @@ run_one() {
     if [ "$rc" = 0 ]; then
         # Final: iters typical avg overall avg-bw overall-bw avg-mr overall-mr
         value=$(awk -v m="${CASE_METRIC[$name]}" \
-                    '$1 == "Final:" { print (m == "bw") ? $7 : $3 }' "$cli_log")
+                    '$1 == "Final:" { print (m == "bw") ? $7 : (m == "mr") ? $9 : $3 }' "$cli_log")
     fi
     if [ -z "$value" ]; then
         {
@@ -227,34 +257,68 @@ median() {
                    else        print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
-# verdict METRIC VERBS GDR: "ratio target met?" columns. The targets are
-# parity or better: bandwidth ratio >= 1.0, latency ratio <= 1.0.
-verdict() {
-    awk -v m="$1" -v a="$2" -v b="$3" 'BEGIN {
-        t = (m == "bw") ? ">= 1.00" : "<= 1.00"
-        if (a == "" || b == "" || a + 0 == 0) {
-            printf "%7s %8s  %s", "-", t, "FAIL"
-            exit
+# pair_stats METRIC "A1 A2 ..." "B1 B2 ...": the rounds' ratios B/A (FAILs
+# and zero rates left out). Prints "n median lo hi verdict": the median of
+# the ratios, and the distribution-free interval [r(k), r(n+1-k)] around it,
+# k the largest with P(Binomial(n, 1/2) < k) <= 2.5% (at least 95%
+# coverage; none below 6 rounds). The targets are parity or better:
+# bandwidth and message rate ratio >= 1.0, latency ratio <= 1.0. A missed
+# target whose interval holds 1.0 is "not met (noise)": the rounds do not
+# tell the transports apart.
+pair_stats() {
+    awk -v m="$1" -v as="$2" -v bs="$3" 'BEGIN {
+        na = split(as, a, " "); split(bs, b, " ")
+        for (i = 1; i <= na; ++i) {
+            if (a[i] == "FAIL" || b[i] == "FAIL" || a[i] + 0 == 0) continue
+            r[++n] = b[i] / a[i]
         }
-        r = b / a
-        ok = (m == "bw") ? (r >= 1.0) : (r <= 1.0)
-        printf "%7.3f %8s  %s", r, t, ok ? "met" : "not met"
+        if (n == 0) { print "0 - - - FAIL"; exit }
+        for (i = 2; i <= n; ++i) {            # insertion sort: n is small
+            v = r[i]
+            for (j = i - 1; j >= 1 && r[j] > v; --j) r[j + 1] = r[j]
+            r[j + 1] = v
+        }
+        med = (n % 2) ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2
+        # P(X <= k-1) for X ~ Binomial(n, 1/2), summed term by term
+        k = 0; cdf = 0; term = 0.5 ^ n
+        for (x = 0; x < n; ++x) {
+            if (cdf + term > 0.025) break
+            cdf += term; k = x + 1
+            term = term * (n - x) / (x + 1)
+        }
+        lo = (k >= 1) ? sprintf("%.3f", r[k]) : "-"
+        hi = (k >= 1) ? sprintf("%.3f", r[n + 1 - k]) : "-"
+        met = (m == "lat") ? (med <= 1.0) : (med >= 1.0)
+        if (met) {
+            v = "met"
+        } else if (k == 0) {
+            v = "not_met_(too_few_rounds_to_tell)"
+        } else if (r[k] <= 1.0 && r[n + 1 - k] >= 1.0) {
+            v = "not_met_(noise)"
+        } else {
+            v = "not_met"
+        }
+        printf "%d %.3f %s %s %s\n", n, med, lo, hi, v
     }'
 }
 
 print_header() {
-    echo "== rc_gdr vs rc_verbs, UCT ucx_perftest, client and server on $DEVICE"
+    echo "== ${TLS[1]} vs ${TLS[0]}, UCT ucx_perftest, client and server on $DEVICE"
     echo "   guest kernel $(uname -r), $(nproc) vCPU; UCX $(ucx_info -v 2>/dev/null |
           sed -n 's/^# Version //p' | head -n1)"
-    echo "   loaded: rc_verbs runs: stock UCX, LD_PRELOAD=${BASE_PRELOAD:-(none)}"
+    if [ -n "$BEFORE" ]; then
+        echo "   loaded: before runs:   LD_PRELOAD=$BEFORE_PRELOAD"
+    else
+        echo "   loaded: rc_verbs runs: stock UCX, LD_PRELOAD=${BASE_PRELOAD:-(none)}"
+    fi
     echo "           rc_gdr runs:   LD_PRELOAD=$GDR_PRELOAD"
     if [ ${#PIN_SERVER[@]} -gt 0 ]; then
         echo "   pinned: server on CPU ${PIN_SERVER[2]}, client on CPU ${PIN_CLIENT[2]}"
     else
         echo "   not pinned"
     fi
-    echo "   runs per transport: $RUNS, interleaved rc_verbs, rc_gdr, ...;" \
-         "medians compared"
+    echo "   rounds per case: $RUNS, one run of each transport in ABBA order;" \
+         "the median of the rounds' ratios is judged"
     local name line="   -n:"
     for name in "${CASE_NAMES[@]}"; do line+=" $name=${CASE_ITERS[$name]}"; done
     echo "$line (warm-up -n/10)"
@@ -264,6 +328,7 @@ print_header() {
 
 run_inside() {
     local name tl i v failed=0
+    local -a order
     [ -e /sys/class/infiniband/"${DEVICE%:*}" ] ||
         die "no ${DEVICE%:*} here: run on the host (without --inside), or in contrib/rxe-vm.sh"
     command -v ucx_perftest >/dev/null || die "ucx_perftest not found"
@@ -280,34 +345,45 @@ run_inside() {
         echo "-- ${CASE_TITLE[$name]}: ucx_perftest ${CASE_ARGS[$name]}" \
              "-n ${CASE_ITERS[$name]}" >&2
         for i in $(seq "$RUNS"); do
-            for tl in "${TLS[@]}"; do
+            order=("${TLS[@]}")
+            [ $((i % 2)) = 1 ] || order=("${TLS[1]}" "${TLS[0]}")
+            for tl in "${order[@]}"; do
                 v=$(run_one "$tl" "$name" "$PORT")
                 PORT=$((PORT + 1))
                 [ "$v" != FAIL ] || failed=1
                 RAW[$name.$tl]+="$v "
-                echo "   run $i $tl: $v" >&2
+                echo "   round $i $tl: $v" >&2
             done
         done
     done
 
     echo
-    printf '%-18s %-8s %10s %10s %7s %8s  %s\n' case unit rc_verbs rc_gdr \
-        ratio target result
-    local unit a b
+    printf '%-18s %-5s %9s %9s %7s %15s %8s  %s\n' case unit "${TLS[0]}" \
+        "${TLS[1]}" ratio "95% interval" target result
+    local unit a b n med lo hi res target
     for name in "${CASE_NAMES[@]}"; do
-        [ "${CASE_METRIC[$name]}" = bw ] && unit=MB/s || unit=usec
+        case ${CASE_METRIC[$name]} in
+        bw)  unit=MB/s target=">= 1.00" ;;
+        mr)  unit=msg/s target=">= 1.00" ;;
+        *)   unit=usec target="<= 1.00" ;;
+        esac
         # shellcheck disable=SC2086  # word splitting wanted: one per run
-        a=$(median ${RAW[$name.rc_verbs]})
+        a=$(median ${RAW[$name.${TLS[0]}]})
         # shellcheck disable=SC2086
-        b=$(median ${RAW[$name.rc_gdr]})
-        printf '%-18s %-8s %10s %10s %s\n' "${CASE_TITLE[$name]}" "$unit" \
-            "${a:-FAIL}" "${b:-FAIL}" "$(verdict "${CASE_METRIC[$name]}" "$a" "$b")"
+        b=$(median ${RAW[$name.${TLS[1]}]})
+        read -r n med lo hi res < <(pair_stats "${CASE_METRIC[$name]}" \
+            "${RAW[$name.${TLS[0]}]}" "${RAW[$name.${TLS[1]}]}")
+        printf '%-18s %-5s %9s %9s %7s %15s %8s  %s\n' \
+            "${CASE_TITLE[$name]}" "$unit" "${a:-FAIL}" "${b:-FAIL}" "$med" \
+            "[$lo, $hi]" "$target" "${res//_/ } ($n rounds)"
     done
-    echo "(ratio = rc_gdr / rc_verbs; bandwidth: overall MB/s, higher is" \
-         "better; latency: typical usec, lower is better)"
-
+    echo "(ratio = median over rounds of ${TLS[1]} / ${TLS[0]} in the round;" \
+         "${TLS[0]} and ${TLS[1]} columns: each side's median, for scale;"
+    echo " bandwidth: overall MB/s, message rate: overall msg/s, higher is" \
+         "better; latency: typical usec, lower is better; 'noise': the" \
+         "interval holds 1.0)"
     echo
-    echo "raw values, in run order:"
+    echo "raw values, by round (odd rounds ran ${TLS[0]} first, even ones ${TLS[1]}):"
     for name in "${CASE_NAMES[@]}"; do
         for tl in "${TLS[@]}"; do
             printf '  %-18s %-9s %s\n' "${CASE_TITLE[$name]}" "$tl" \
@@ -322,6 +398,11 @@ run_inside() {
 }
 
 parse_args "$@"
+# The guest runs from the repository root: --before's directory, resolved
+# here, travels as an absolute path
+for i in "${!ARGS[@]}"; do
+    [ "${ARGS[$i]}" != --before ] || ARGS[i + 1]=$BEFORE
+done
 if [ "$INSIDE" = 1 ]; then
     run_inside
 else
