@@ -41,6 +41,7 @@ Usage: contrib/bench-rc.sh [options]
                     on CPU 0, client on CPU 1)
   --port P          first TCP port; every run takes the next one (23000)
   --vm-timeout S    limit for the whole guest (default: from the run count)
+  --cases LIST      only these cases, comma-separated (all)
   --before DIR      compare with rc_gdr of the build in DIR instead of
                     rc_verbs (before/after a change; same UCX release)
   --inside          run here, in an rxe guest (no rxe-vm.sh of our own)
@@ -103,6 +104,18 @@ parse_iters() {
     fi
 }
 
+parse_cases() {
+    local name
+    local -a names
+    IFS=, read -ra names <<<"$1"
+    [ ${#names[@]} -gt 0 ] || bad_usage "--cases: empty list"
+    for name in "${names[@]}"; do
+        [ -n "${CASE_ARGS[$name]:-}" ] ||
+            bad_usage "--cases: unknown case '$name' (${CASE_NAMES[*]})"
+    done
+    CASE_NAMES=("${names[@]}")
+}
+
 parse_args() {
     while [ $# -gt 0 ]; do
         case $1 in
@@ -119,6 +132,8 @@ parse_args() {
             shift ;;
         --iters)  [ $# -ge 2 ] || bad_usage "--iters needs a value"
                   parse_iters "$2"; shift ;;
+        --cases)  [ $# -ge 2 ] || bad_usage "--cases needs a list"
+                  parse_cases "$2"; shift ;;
         --before) [ $# -ge 2 ] || bad_usage "--before needs a build directory"
                   BEFORE=$(cd "$2" 2>/dev/null && pwd) ||
                       bad_usage "--before: no directory '$2'"
@@ -371,8 +386,9 @@ run_inside() {
         a=$(median ${RAW[$name.${TLS[0]}]})
         # shellcheck disable=SC2086
         b=$(median ${RAW[$name.${TLS[1]}]})
-        read -r n med lo hi res < <(pair_stats "${CASE_METRIC[$name]}" \
-            "${RAW[$name.${TLS[0]}]}" "${RAW[$name.${TLS[1]}]}")
+        # (a here-string: the guest has no /dev/fd for '< <(...)')
+        read -r n med lo hi res <<<"$(pair_stats "${CASE_METRIC[$name]}" \
+            "${RAW[$name.${TLS[0]}]}" "${RAW[$name.${TLS[1]}]}")"
         printf '%-18s %-5s %9s %9s %7s %15s %8s  %s\n' \
             "${CASE_TITLE[$name]}" "$unit" "${a:-FAIL}" "${b:-FAIL}" "$med" \
             "[$lo, $hi]" "$target" "${res//_/ } ($n rounds)"
