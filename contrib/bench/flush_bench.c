@@ -109,7 +109,7 @@ int main(int argc, char **argv)
     uct_test_iface_stats_t r0, r1, p0, p1;
     double *t_read, *t_plain, m_read, m_plain;
     const char *dev_a, *dev_b;
-    int i, iters;
+    int i, iters, ret = 0;
     size_t si;
 
     if ((argc != 3) && (argc != 4)) {
@@ -159,17 +159,21 @@ int main(int argc, char **argv)
         printf("%-8s %24.1f %28.1f %14.1f\n",
                (sizes[si] == 8) ? "8 B" : "64 KiB", m_plain, m_read,
                m_read - m_plain);
-        uct_test_check((r1.flush_reads - r0.flush_reads == (uint64_t)iters) &&
-                       (p1.flush_reads == p0.flush_reads),
-                       "bench %zu B: always read once per flush (%" PRIu64 "), "
-                       "never not at all (%" PRIu64 ")", sizes[si],
-                       r1.flush_reads - r0.flush_reads,
-                       p1.flush_reads - p0.flush_reads);
+        /* The figures mean what they say only if the modes did so */
+        if ((r1.flush_reads - r0.flush_reads != (uint64_t)iters) ||
+            (p1.flush_reads != p0.flush_reads)) {
+            fprintf(stderr, "flush_bench: %zu B: 'always' read %" PRIu64
+                    " times in %d flushes, 'never' %" PRIu64 " times: the "
+                    "figures above are not of the modes they name\n",
+                    sizes[si], r1.flush_reads - r0.flush_reads, iters,
+                    p1.flush_reads - p0.flush_reads);
+            ret = 1;
+        }
     }
 
     pair_close(&with_read);
     pair_close(&plain);
     free(t_read);
     free(t_plain);
-    return uct_test_summary();
+    return ret;
 }

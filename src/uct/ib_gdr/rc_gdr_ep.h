@@ -125,6 +125,11 @@ ucs_status_t uct_rc_gdr_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr);
 ucs_status_t uct_rc_gdr_ep_connect_to_ep(uct_ep_h tl_ep,
                                          const uct_device_addr_t *dev_addr,
                                          const uct_ep_addr_t *ep_addr);
+/* Whether the endpoint's QP is connected to that peer (either address may
+ * be NULL: not compared). */
+int uct_rc_gdr_ep_is_connected_to(uct_ep_h tl_ep,
+                                  const uct_device_addr_t *dev_addr,
+                                  const uct_ep_addr_t *ep_addr);
 
 ucs_status_t uct_rc_gdr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
                                      unsigned length, uint64_t remote_addr,

@@ -115,15 +115,8 @@ int uct_rc_gdr_iface_reachable(uct_iface_h tl_iface,
 int uct_rc_gdr_iface_same_device(uct_iface_h tl_iface,
                                  const uct_device_addr_t *dev_addr);
 
-ucs_status_t uct_rc_gdr_ep_connect_to_ep(uct_ep_h tl_ep,
-                                         const uct_device_addr_t *dev_addr,
-                                         const uct_ep_addr_t *ep_addr);
-/* Whether the endpoint's QP is connected to that peer (either address may
- * be NULL: not compared). */
-int uct_rc_gdr_ep_is_connected_to(uct_ep_h tl_ep,
-                                  const uct_device_addr_t *dev_addr,
-                                  const uct_ep_addr_t *ep_addr);
-ucs_status_t uct_rc_gdr_ep_invalidate(uct_ep_h tl_ep, unsigned flags);
+/* The endpoint's (connect_to_ep, is_connected_to, invalidate): every
+ * uct_rc_gdr_ep_* prototype is in rc_gdr_ep.h */
 
 
 /* ------------------------------------------------------------------------

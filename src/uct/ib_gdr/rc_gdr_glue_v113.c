@@ -8,6 +8,7 @@
  */
 
 #include "rc_gdr_md.h"
+#include "rc_gdr_ep.h"
 
 #include <ucs/sys/string.h>
 

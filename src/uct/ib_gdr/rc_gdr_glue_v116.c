@@ -33,6 +33,7 @@ uct_rc_gdr_glue_addr_length_ok(const uct_iface_is_reachable_params_t *params,
 
 #include "rc_gdr_glue_v2.inl"
 #include "rc_gdr_addr.h"
+#include "rc_gdr_ep.h"
 
 
 #if UCT_RC_GDR_GLUE_GVA

@@ -25,6 +25,7 @@ uct_rc_gdr_glue_addr_length_ok(const uct_iface_is_reachable_params_t *params,
 
 #include "rc_gdr_glue_v2.inl"
 #include "rc_gdr_addr.h"
+#include "rc_gdr_ep.h"
 
 
 /* A device address of another length is another transport's. */

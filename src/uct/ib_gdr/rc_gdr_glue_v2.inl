@@ -6,6 +6,7 @@
  */
 
 #include "rc_gdr_md.h"
+#include "rc_gdr_ep.h"
 
 #include <ucs/sys/string.h>
 

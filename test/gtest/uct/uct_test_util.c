@@ -30,8 +30,6 @@ double uct_test_timeout_s = 30.0;
 size_t uct_test_rx_headroom;
 
 static const char *uct_test_prog = "uct_test";
-static int uct_test_passed;
-static int uct_test_failed;
 static uct_test_die_hook_t uct_test_die_hook;
 static pid_t uct_test_die_hook_pid;
 
@@ -48,45 +46,6 @@ void uct_test_init(const char *prog, double timeout_s)
     uct_test_prog      = prog;
     uct_test_timeout_s = timeout_s;
     setvbuf(stdout, NULL, _IOLBF, 0);
-}
-
-/* Ends a PASS/FAIL line and counts it */
-static void uct_test_result_end(int ok)
-{
-    printf("\n");
-    fflush(stdout);
-    if (ok) {
-        ++uct_test_passed;
-    } else {
-        ++uct_test_failed;
-    }
-}
-
-void uct_test_check(int ok, const char *fmt, ...)
-{
-    va_list ap;
-
-    printf(ok ? "PASS " : "FAIL ");
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    uct_test_result_end(ok);
-}
-
-void uct_test_vresult(int ok, const char *name, const char *fmt, va_list ap)
-{
-    printf("%s %s", ok ? "PASS" : "FAIL", name);
-    if (fmt != NULL) {
-        printf(": ");
-        vprintf(fmt, ap);
-    }
-    uct_test_result_end(ok);
-}
-
-int uct_test_summary(void)
-{
-    printf("%d passed, %d failed\n", uct_test_passed, uct_test_failed);
-    return (uct_test_failed == 0) ? 0 : 1;
 }
 
 void uct_test_die(const char *what, ucs_status_t status)

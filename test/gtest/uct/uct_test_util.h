@@ -1,9 +1,9 @@
 /*
  * uct_test_util: what the UCT suites (and two benchmarks) share.
  *
- * PASS/FAIL accounting, rc_gdr nodes (md, iface and endpoint on an async
- * context and a worker), address exchange, bounded waits, a forked peer for
- * the peer-death tests, and the module's counters.
+ * rc_gdr nodes (md, iface and endpoint on an async context and a worker),
+ * address exchange, bounded waits, a forked peer for the peer-death tests,
+ * and the module's counters. Results are gtest's alone.
  *
  * A set-up step that fails is not a test result: it prints
  * "PROGRAM: what: status" on stderr and exits with status 2.
@@ -16,7 +16,6 @@
 #include <ucs/async/async_fwd.h>
 #include <ucs/sys/compiler_def.h>
 
-#include <stdarg.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -110,16 +109,6 @@ void uct_test_set_die_hook(uct_test_die_hook_t hook);
 /* Names the program in set-up errors, bounds waits by timeout_s, and makes
  * stdout line-buffered: what was printed survives a crash */
 void uct_test_init(const char *prog, double timeout_s);
-
-/* "PASS line" or "FAIL line", counted */
-void uct_test_check(int ok, const char *fmt, ...)
-    UCS_F_PRINTF(2, 3);
-
-/* "PASS name: details" (or "PASS name" when fmt is NULL), counted */
-void uct_test_vresult(int ok, const char *name, const char *fmt, va_list ap);
-
-/* Prints "N passed, N failed"; the exit status for main */
-int uct_test_summary(void);
 
 void uct_test_die(const char *what, ucs_status_t status);
 
