@@ -138,6 +138,8 @@ static void tnic_proc_init_once(void)
         n = TNIC_MAX_DEVICES;
     }
     tnic_proc.num_devices = n;
+    /* the directory that path goes through (README.md: needs root once) */
+    mkdir("/dev/infiniband", 0755);
     for (i = 0; i < n; ++i) {
         dev = &tnic_proc.devices[i];
         memset(dev, 0, sizeof(*dev));
@@ -147,10 +149,12 @@ static void tnic_proc_init_once(void)
         dev->ibdev.node_type      = IBV_NODE_CA;
         dev->ibdev.transport_type = IBV_TRANSPORT_IB;
         snprintf(dev->ibdev.name, sizeof(dev->ibdev.name), "tnic%d", i);
+        /* UCX lists a device only when /dev/infiniband/<dev_name> is a
+         * character device it may open: /dev/infiniband/../null is one */
         snprintf(dev->ibdev.dev_name, sizeof(dev->ibdev.dev_name),
-                 "uverbs%d", i);
+                 "../null");
         snprintf(dev->ibdev.dev_path, sizeof(dev->ibdev.dev_path),
-                 "/dev/infiniband/uverbs%d", i);
+                 "/dev/null");
         tnic_sysfs_dir(dev);
     }
 
@@ -1734,10 +1738,9 @@ int ibv_dofork_range(void *base, size_t size)
     return 0;
 }
 
-int ibv_get_sysfs_path(char *buf, size_t size)
+const char *ibv_get_sysfs_path(void)
 {
-    snprintf(buf, size, "/sys");
-    return 0;
+    return "/sys";
 }
 
 int ibv_read_sysfs_file(const char *dir, const char *file, char *buf,
