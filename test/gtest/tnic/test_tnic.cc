@@ -1,0 +1,681 @@
+/*
+ * The stand-in NIC (test/tnic) behaves like the part it stands for: data
+ * byte-exact, keys, access and bounds checked with a NIC's errors, RNR,
+ * CQ overrun, registration limits, a dead peer bounded by the transport
+ * timer, completion channels. Run with LD_LIBRARY_PATH=<build>/test/tnic/lib;
+ * on another libibverbs every test skips and says why.
+ *
+ * See file LICENSE for terms.
+ */
+
+#include "tnic_test.h"
+
+#include <gtest/gtest.h>
+#include <infiniband/verbs.h>
+
+#include <dlfcn.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+namespace {
+
+template <typename F> F tnic_sym(const char *name)
+{
+    return reinterpret_cast<F>(dlsym(RTLD_DEFAULT, name));
+}
+
+double now_s()
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+const size_t BUF = 64 * 1024;
+
+struct node {
+    struct ibv_context *ctx = nullptr;
+    struct ibv_pd      *pd  = nullptr;
+    struct ibv_cq      *cq  = nullptr;
+    struct ibv_qp      *qp  = nullptr;
+    struct ibv_mr      *mr  = nullptr;
+    std::vector<uint8_t> buf;
+    uint16_t           lid  = 0;
+};
+
+class tnic : public testing::Test {
+protected:
+    void SetUp() override
+    {
+        if (tnic_sym<int (*)()>("tnic_test_present") == nullptr) {
+            GTEST_SKIP() << "the stand-in NIC is not loaded (run with "
+                            "LD_LIBRARY_PATH=<build>/test/tnic/lib)";
+        }
+        printf("STAND-IN NIC: %s\n",
+               tnic_sym<const char *(*)()>("tnic_test_marker")());
+        fault_set   = tnic_sym<int (*)(const char*)>("tnic_test_fault_set");
+        fault_clear = tnic_sym<void (*)()>("tnic_test_fault_clear");
+        counters    = tnic_sym<void (*)(tnic_test_counters_t*)>(
+                          "tnic_test_counters");
+        fault_clear();
+        int num = 0;
+        devs    = ibv_get_device_list(&num);
+        ASSERT_GE(num, 2);
+        open_node(a, devs[0]);
+        open_node(b, devs[1]);
+    }
+
+    void TearDown() override
+    {
+        if (devs == nullptr) {
+            return;
+        }
+        close_node(a);
+        close_node(b);
+        ibv_free_device_list(devs);
+        fault_clear();
+    }
+
+    void open_node(node &n, struct ibv_device *dev, int cqe = 256,
+                   int access = IBV_ACCESS_LOCAL_WRITE |
+                                IBV_ACCESS_REMOTE_WRITE |
+                                IBV_ACCESS_REMOTE_READ |
+                                IBV_ACCESS_REMOTE_ATOMIC)
+    {
+        struct ibv_port_attr pattr;
+
+        n.ctx = ibv_open_device(dev);
+        ASSERT_NE(nullptr, n.ctx);
+        ASSERT_EQ(0, ibv_query_port(n.ctx, 1, &pattr));
+        n.lid = pattr.lid;
+        n.pd  = ibv_alloc_pd(n.ctx);
+        ASSERT_NE(nullptr, n.pd);
+        n.cq  = ibv_create_cq(n.ctx, cqe, nullptr, nullptr, 0);
+        ASSERT_NE(nullptr, n.cq);
+        n.buf.assign(BUF, 0);
+        n.mr = ibv_reg_mr(n.pd, n.buf.data(), BUF, access);
+        ASSERT_NE(nullptr, n.mr);
+        n.qp = create_qp(n, 16);
+    }
+
+    struct ibv_qp *create_qp(node &n, unsigned wr)
+    {
+        struct ibv_qp_init_attr init = {};
+
+        init.send_cq          = n.cq;
+        init.recv_cq          = n.cq;
+        init.qp_type          = IBV_QPT_RC;
+        init.cap.max_send_wr  = wr;
+        init.cap.max_recv_wr  = wr;
+        init.cap.max_send_sge = 4;
+        init.cap.max_recv_sge = 4;
+        init.cap.max_inline_data = 64;
+        struct ibv_qp *qp = ibv_create_qp(n.pd, &init);
+        EXPECT_NE(nullptr, qp);
+        return qp;
+    }
+
+    void close_node(node &n)
+    {
+        if (n.qp)  ibv_destroy_qp(n.qp);
+        if (n.mr)  ibv_dereg_mr(n.mr);
+        if (n.cq)  ibv_destroy_cq(n.cq);
+        if (n.pd)  ibv_dealloc_pd(n.pd);
+        if (n.ctx) ibv_close_device(n.ctx);
+        n = node();
+    }
+
+    static int to_rts(struct ibv_qp *qp, uint32_t dest_qpn, uint16_t dlid,
+                      int rnr_retry = 7, int timeout = 14, int retry_cnt = 7)
+    {
+        struct ibv_qp_attr attr = {};
+        int ret;
+
+        attr.qp_state        = IBV_QPS_INIT;
+        attr.port_num        = 1;
+        attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
+                               IBV_ACCESS_REMOTE_READ |
+                               IBV_ACCESS_REMOTE_ATOMIC;
+        ret = ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+                            IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+        if (ret) return ret;
+        memset(&attr, 0, sizeof(attr));
+        attr.qp_state           = IBV_QPS_RTR;
+        attr.path_mtu           = IBV_MTU_4096;
+        attr.dest_qp_num        = dest_qpn;
+        attr.max_dest_rd_atomic = 4;
+        attr.min_rnr_timer      = 1;
+        attr.ah_attr.dlid       = dlid;
+        attr.ah_attr.port_num   = 1;
+        ret = ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_AV |
+                            IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                            IBV_QP_MIN_RNR_TIMER);
+        if (ret) return ret;
+        memset(&attr, 0, sizeof(attr));
+        attr.qp_state      = IBV_QPS_RTS;
+        attr.timeout       = timeout;
+        attr.retry_cnt     = retry_cnt;
+        attr.rnr_retry     = rnr_retry;
+        attr.max_rd_atomic = 4;
+        return ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN |
+                             IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                             IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+    }
+
+    void connect(int rnr_retry = 7)
+    {
+        ASSERT_EQ(0, to_rts(a.qp, b.qp->qp_num, b.lid, rnr_retry));
+        ASSERT_EQ(0, to_rts(b.qp, a.qp->qp_num, a.lid, rnr_retry));
+    }
+
+    int post(node &n, enum ibv_wr_opcode op, uint64_t wr_id, void *laddr,
+             size_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey,
+             int flags = IBV_SEND_SIGNALED, uint64_t cmp_add = 0,
+             uint64_t swap = 0)
+    {
+        struct ibv_sge sge = {(uintptr_t)laddr, (uint32_t)len, lkey};
+        struct ibv_send_wr wr = {}, *bad;
+
+        wr.wr_id      = wr_id;
+        wr.sg_list    = &sge;
+        wr.num_sge    = 1;
+        wr.opcode     = op;
+        wr.send_flags = flags;
+        if ((op == IBV_WR_ATOMIC_FETCH_AND_ADD) ||
+            (op == IBV_WR_ATOMIC_CMP_AND_SWP)) {
+            wr.wr.atomic.remote_addr = raddr;
+            wr.wr.atomic.rkey        = rkey;
+            wr.wr.atomic.compare_add = cmp_add;
+            wr.wr.atomic.swap        = swap;
+        } else {
+            wr.wr.rdma.remote_addr = raddr;
+            wr.wr.rdma.rkey        = rkey;
+        }
+        return ibv_post_send(n.qp, &wr, &bad);
+    }
+
+    int post_recv(node &n, uint64_t wr_id, void *addr, size_t len)
+    {
+        struct ibv_sge sge = {(uintptr_t)addr, (uint32_t)len, n.mr->lkey};
+        struct ibv_recv_wr wr = {}, *bad;
+
+        wr.wr_id   = wr_id;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        return ibv_post_recv(n.qp, &wr, &bad);
+    }
+
+    /* the next completion of a CQ, polling both nodes' CQs meanwhile */
+    bool wait_wc(node &n, struct ibv_wc *wc, double timeout_s = 10)
+    {
+        double deadline = now_s() + timeout_s;
+        struct ibv_wc dummy;
+
+        while (now_s() < deadline) {
+            if (ibv_poll_cq(n.cq, 1, wc) == 1) {
+                return true;
+            }
+            (void)dummy;
+        }
+        return false;
+    }
+
+    uint64_t raddr(node &n, size_t off = 0)
+    {
+        return (uintptr_t)n.buf.data() + off;
+    }
+
+    struct ibv_device **devs = nullptr;
+    node a, b;
+    int (*fault_set)(const char*)              = nullptr;
+    void (*fault_clear)()                      = nullptr;
+    void (*counters)(tnic_test_counters_t*)    = nullptr;
+};
+
+TEST_F(tnic, write_read_send_atomics_byte_exact)
+{
+    struct ibv_wc wc;
+    size_t i, len = 40000;   /* several segments */
+
+    connect();
+    for (i = 0; i < len; ++i) {
+        a.buf[i] = (uint8_t)(i * 7 + 3);
+    }
+    ASSERT_EQ(0, post(a, IBV_WR_RDMA_WRITE, 1, a.buf.data(), len,
+                      a.mr->lkey, raddr(b, 100), b.mr->rkey));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(1u, wc.wr_id);
+    EXPECT_EQ(IBV_WC_RDMA_WRITE, wc.opcode);
+    EXPECT_EQ(0, memcmp(a.buf.data(), b.buf.data() + 100, len));
+
+    /* read it back elsewhere */
+    ASSERT_EQ(0, post(a, IBV_WR_RDMA_READ, 2, a.buf.data() + 50000, 5000,
+                      a.mr->lkey, raddr(b, 100), b.mr->rkey));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(IBV_WC_RDMA_READ, wc.opcode);
+    EXPECT_EQ(0, memcmp(a.buf.data() + 50000, a.buf.data(), 5000));
+
+    /* send with immediate into a posted receive */
+    ASSERT_EQ(0, post_recv(b, 77, b.buf.data() + 60000, 5000));
+    struct ibv_sge sge = {(uintptr_t)a.buf.data(), 4097, a.mr->lkey};
+    struct ibv_send_wr wr = {}, *bad;
+    wr.wr_id = 3; wr.sg_list = &sge; wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND_WITH_IMM; wr.send_flags = IBV_SEND_SIGNALED;
+    wr.imm_data = htobe32(0x1234);
+    ASSERT_EQ(0, ibv_post_send(a.qp, &wr, &bad));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    ASSERT_TRUE(wait_wc(b, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(77u, wc.wr_id);
+    EXPECT_EQ(IBV_WC_RECV, wc.opcode);
+    EXPECT_EQ(4097u, wc.byte_len);
+    EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_IMM);
+    EXPECT_EQ(htobe32(0x1234), wc.imm_data);
+    EXPECT_EQ(a.qp->qp_num, wc.src_qp);
+    EXPECT_EQ(b.qp->qp_num, wc.qp_num);
+    EXPECT_EQ(0, memcmp(a.buf.data(), b.buf.data() + 60000, 4097));
+
+    /* inline: the data is taken at post time */
+    memcpy(a.buf.data(), "inline!", 8);
+    ASSERT_EQ(0, post(a, IBV_WR_RDMA_WRITE, 4, a.buf.data(), 8, 0,
+                      raddr(b, 9000), b.mr->rkey,
+                      IBV_SEND_SIGNALED | IBV_SEND_INLINE));
+    memcpy(a.buf.data(), "changed", 8);
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_STREQ("inline!", (char*)b.buf.data() + 9000);
+
+    /* atomics on an aligned word */
+    uint64_t *target = (uint64_t*)(b.buf.data() + 8192);
+    uint64_t *result = (uint64_t*)(a.buf.data() + 8192);
+    *target = 40;
+    ASSERT_EQ(0, post(a, IBV_WR_ATOMIC_FETCH_AND_ADD, 5, result, 8,
+                      a.mr->lkey, raddr(b, 8192), b.mr->rkey,
+                      IBV_SEND_SIGNALED, 2));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(IBV_WC_FETCH_ADD, wc.opcode);
+    EXPECT_EQ(40u, *result);
+    EXPECT_EQ(42u, *target);
+    ASSERT_EQ(0, post(a, IBV_WR_ATOMIC_CMP_AND_SWP, 6, result, 8,
+                      a.mr->lkey, raddr(b, 8192), b.mr->rkey,
+                      IBV_SEND_SIGNALED, 42, 7));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(42u, *result);
+    EXPECT_EQ(7u, *target);
+}
+
+TEST_F(tnic, unsignaled_complete_in_order)
+{
+    struct ibv_wc wc;
+    int i;
+
+    connect();
+    for (i = 0; i < 3; ++i) {
+        ASSERT_EQ(0, post(a, IBV_WR_RDMA_WRITE, 100 + i, a.buf.data(), 16,
+                          a.mr->lkey, raddr(b), b.mr->rkey, 0));
+    }
+    ASSERT_EQ(0, post(a, IBV_WR_RDMA_WRITE, 999, a.buf.data(), 16,
+                      a.mr->lkey, raddr(b), b.mr->rkey));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(999u, wc.wr_id);
+    EXPECT_EQ(0, ibv_poll_cq(a.cq, 1, &wc));
+}
+
+TEST_F(tnic, sq_full_enomem_and_dropped_peer_retry_exceeded)
+{
+    struct ibv_wc wc;
+    int i, ret = 0;
+
+    /* a peer cut off: nothing is answered, the send queue fills */
+    ASSERT_EQ(0, to_rts(a.qp, b.qp->qp_num, b.lid, 7, 12, 2));
+    ASSERT_EQ(0, to_rts(b.qp, a.qp->qp_num, a.lid));
+    ASSERT_EQ(0, fault_set("drop"));
+    for (i = 0; (i < 64) && (ret == 0); ++i) {
+        ret = post(a, IBV_WR_RDMA_WRITE, 100 + i, a.buf.data(), 16,
+                   a.mr->lkey, raddr(b), b.mr->rkey, 0);
+    }
+    EXPECT_EQ(ENOMEM, ret);
+    EXPECT_EQ(17, i);
+    /* the transport timer: 3 tries of 16.8 ms, then the error, then the
+     * rest flushed, unsignaled included */
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wc.status);
+    EXPECT_EQ(100u, wc.wr_id);
+    for (i = 1; i < 16; ++i) {
+        ASSERT_TRUE(wait_wc(a, &wc));
+        EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, wc.status);
+        EXPECT_EQ(100u + i, wc.wr_id);
+    }
+}
+
+TEST_F(tnic, bad_rkey_rem_access_and_flush)
+{
+    struct ibv_wc wc;
+
+    connect();
+    ASSERT_EQ(0, post(a, IBV_WR_RDMA_WRITE, 1, a.buf.data(), 64,
+                      a.mr->lkey, raddr(b), b.mr->rkey ^ 0x5a5a0000));
+    ASSERT_EQ(0, post(a, IBV_WR_RDMA_WRITE, 2, a.buf.data(), 64,
+                      a.mr->lkey, raddr(b), b.mr->rkey, 0));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, wc.status);
+    EXPECT_EQ(1u, wc.wr_id);
+    /* the QP is in error: what follows flushes, even unsignaled */
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, wc.status);
+    EXPECT_EQ(2u, wc.wr_id);
+    struct ibv_qp_attr attr;
+    struct ibv_qp_init_attr init;
+    ASSERT_EQ(0, ibv_query_qp(a.qp, &attr, IBV_QP_STATE, &init));
+    EXPECT_EQ(IBV_QPS_ERR, attr.qp_state);
+    ASSERT_EQ(0, ibv_query_qp(b.qp, &attr, IBV_QP_STATE, &init));
+    EXPECT_EQ(IBV_QPS_ERR, attr.qp_state);
+    /* posting to a QP in error flushes */
+    ASSERT_EQ(0, post(a, IBV_WR_RDMA_WRITE, 3, a.buf.data(), 64,
+                      a.mr->lkey, raddr(b), b.mr->rkey));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, wc.status);
+}
+
+TEST_F(tnic, remote_bounds_violation)
+{
+    struct ibv_wc wc;
+
+    connect();
+    ASSERT_EQ(0, post(a, IBV_WR_RDMA_WRITE, 1, a.buf.data(), 64,
+                      a.mr->lkey, raddr(b, BUF - 32), b.mr->rkey));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, wc.status);
+    EXPECT_EQ(0, b.buf[BUF - 32]);
+}
+
+TEST_F(tnic, missing_remote_write_access)
+{
+    struct ibv_wc wc;
+    std::vector<uint8_t> ro(4096, 0);
+    struct ibv_mr *mr = ibv_reg_mr(b.pd, ro.data(), ro.size(),
+                                   IBV_ACCESS_REMOTE_READ);
+
+    ASSERT_NE(nullptr, mr);
+    int access = 0;
+    auto mr_access = tnic_sym<int (*)(uint32_t, int*)>("tnic_test_mr_access");
+    ASSERT_EQ(0, mr_access(mr->rkey, &access));
+    EXPECT_EQ(IBV_ACCESS_REMOTE_READ, access);
+    connect();
+    ASSERT_EQ(0, post(a, IBV_WR_RDMA_WRITE, 1, a.buf.data(), 64,
+                      a.mr->lkey, (uintptr_t)ro.data(), mr->rkey));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, wc.status);
+    EXPECT_EQ(0, ro[0]);
+    ibv_dereg_mr(mr);
+}
+
+TEST_F(tnic, local_key_checked)
+{
+    struct ibv_wc wc;
+
+    connect();
+    ASSERT_EQ(0, post(a, IBV_WR_RDMA_WRITE, 1, a.buf.data(), 64,
+                      a.mr->lkey + 1, raddr(b), b.mr->rkey));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_LOC_PROT_ERR, wc.status);
+}
+
+TEST_F(tnic, rnr_retry_exceeded_and_rnr_forever)
+{
+    struct ibv_wc wc;
+
+    connect(1);
+    ASSERT_EQ(0, post(a, IBV_WR_SEND, 1, a.buf.data(), 64, a.mr->lkey, 0,
+                      0));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_RNR_RETRY_EXC_ERR, wc.status);
+
+    /* rnr_retry 7: retried until a receive is posted */
+    close_node(a);
+    close_node(b);
+    open_node(a, devs[0]);
+    open_node(b, devs[1]);
+    connect(7);
+    ASSERT_EQ(0, post(a, IBV_WR_SEND, 2, a.buf.data(), 64, a.mr->lkey, 0,
+                      0));
+    double end = now_s() + 0.05;
+    while (now_s() < end) {
+        EXPECT_EQ(0, ibv_poll_cq(a.cq, 1, &wc));
+    }
+    ASSERT_EQ(0, post_recv(b, 5, b.buf.data(), 64));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    ASSERT_TRUE(wait_wc(b, &wc));
+    EXPECT_EQ(5u, wc.wr_id);
+}
+
+TEST_F(tnic, send_longer_than_receive)
+{
+    struct ibv_wc wc;
+
+    connect();
+    ASSERT_EQ(0, post_recv(b, 5, b.buf.data(), 32));
+    ASSERT_EQ(0, post(a, IBV_WR_SEND, 1, a.buf.data(), 64, a.mr->lkey, 0,
+                      0));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_REM_INV_REQ_ERR, wc.status);
+    ASSERT_TRUE(wait_wc(b, &wc));
+    EXPECT_EQ(IBV_WC_LOC_LEN_ERR, wc.status);
+}
+
+TEST_F(tnic, cq_overrun_event)
+{
+    struct ibv_async_event ev;
+    struct ibv_wc wc;
+    int i;
+
+    close_node(a);
+    open_node(a, devs[0], 4);
+    connect();
+    for (i = 0; i < 8; ++i) {
+        ASSERT_EQ(0, post(a, IBV_WR_RDMA_WRITE, i, a.buf.data(), 8,
+                          a.mr->lkey, raddr(b), b.mr->rkey));
+    }
+    struct pollfd pfd = {a.ctx->async_fd, POLLIN, 0};
+    double end        = now_s() + 5;
+    /* keep the CQ full: poll b's only, which serves the device */
+    while ((poll(&pfd, 1, 0) == 0) && (now_s() < end)) {
+        ibv_poll_cq(b.cq, 1, &wc);
+    }
+    ASSERT_EQ(0, ibv_get_async_event(a.ctx, &ev));
+    EXPECT_EQ(IBV_EVENT_CQ_ERR, ev.event_type);
+    EXPECT_EQ(a.cq, ev.element.cq);
+    ibv_ack_async_event(&ev);
+}
+
+TEST_F(tnic, reg_budget_enomem)
+{
+    tnic_test_counters_t c;
+    std::vector<uint8_t> big(1 << 20);
+
+    counters(&c);
+    ASSERT_EQ(0, fault_set(("reg_fail:budget=" +
+                            std::to_string(c.reg_bytes + 4096)).c_str()));
+    errno = 0;
+    EXPECT_EQ(nullptr, ibv_reg_mr(a.pd, big.data(), big.size(),
+                                  IBV_ACCESS_LOCAL_WRITE));
+    EXPECT_EQ(ENOMEM, errno);
+    struct ibv_mr *mr = ibv_reg_mr(a.pd, big.data(), 4096,
+                                   IBV_ACCESS_LOCAL_WRITE);
+    EXPECT_NE(nullptr, mr);
+    ibv_dereg_mr(mr);
+    ASSERT_EQ(0, fault_set("reg_fail:errno=EFAULT"));
+    errno = 0;
+    EXPECT_EQ(nullptr, ibv_reg_mr(a.pd, big.data(), 64,
+                                  IBV_ACCESS_LOCAL_WRITE));
+    EXPECT_EQ(EFAULT, errno);
+    EXPECT_EQ(EINVAL, fault_set("no_such_fault"));
+}
+
+TEST_F(tnic, qp_transitions_checked)
+{
+    struct ibv_qp_attr attr = {};
+    struct ibv_wc wc;
+
+    /* RESET -> RTR is not a transition */
+    attr.qp_state = IBV_QPS_RTR;
+    EXPECT_EQ(EINVAL, ibv_modify_qp(a.qp, &attr, IBV_QP_STATE));
+    /* RESET -> INIT without its required attributes */
+    attr.qp_state = IBV_QPS_INIT;
+    EXPECT_EQ(EINVAL, ibv_modify_qp(a.qp, &attr, IBV_QP_STATE));
+    attr.port_num = 1;
+    ASSERT_EQ(0, ibv_modify_qp(a.qp, &attr, IBV_QP_STATE | IBV_QP_PORT |
+                               IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS));
+    /* posting a send in INIT */
+    EXPECT_EQ(EINVAL, post(a, IBV_WR_RDMA_WRITE, 1, a.buf.data(), 8,
+                           a.mr->lkey, raddr(b), b.mr->rkey));
+    (void)wc;
+}
+
+TEST_F(tnic, wc_error_fault)
+{
+    struct ibv_wc wc;
+
+    connect();
+    ASSERT_EQ(0, fault_set("wc_error:after=1:status=retry_exceeded"));
+    ASSERT_EQ(0, post(a, IBV_WR_RDMA_WRITE, 1, a.buf.data(), 8, a.mr->lkey,
+                      raddr(b), b.mr->rkey));
+    ASSERT_EQ(0, post(a, IBV_WR_RDMA_WRITE, 2, a.buf.data(), 8, a.mr->lkey,
+                      raddr(b), b.mr->rkey));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wc.status);
+    EXPECT_EQ(2u, wc.wr_id);
+}
+
+TEST_F(tnic, completion_channel_fd_readable)
+{
+    struct ibv_comp_channel *ch = ibv_create_comp_channel(b.ctx);
+    struct ibv_cq *cq, *ev_cq;
+    void *ev_ctx;
+    struct ibv_wc wc;
+
+    ASSERT_NE(nullptr, ch);
+    cq = ibv_create_cq(b.ctx, 16, (void*)0x42, ch, 0);
+    ASSERT_NE(nullptr, cq);
+    /* b's QP receives on the channel's CQ */
+    ibv_destroy_qp(b.qp);
+    struct ibv_qp_init_attr init = {};
+    init.send_cq = b.cq; init.recv_cq = cq; init.qp_type = IBV_QPT_RC;
+    init.cap.max_send_wr = init.cap.max_recv_wr = 4;
+    init.cap.max_send_sge = init.cap.max_recv_sge = 1;
+    b.qp = ibv_create_qp(b.pd, &init);
+    ASSERT_NE(nullptr, b.qp);
+    connect();
+    ASSERT_EQ(0, ibv_req_notify_cq(cq, 0));
+    ASSERT_EQ(0, post_recv(b, 9, b.buf.data(), 64));
+    struct pollfd pfd = {ch->fd, POLLIN, 0};
+    EXPECT_EQ(0, poll(&pfd, 1, 0));
+    ASSERT_EQ(0, post(a, IBV_WR_SEND, 1, a.buf.data(), 8, a.mr->lkey, 0, 0));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(1, poll(&pfd, 1, 5000));
+    ASSERT_EQ(0, ibv_get_cq_event(ch, &ev_cq, &ev_ctx));
+    EXPECT_EQ(cq, ev_cq);
+    EXPECT_EQ((void*)0x42, ev_ctx);
+    ibv_ack_cq_events(cq, 1);
+    EXPECT_EQ(1, ibv_poll_cq(cq, 1, &wc));
+    /* not re-armed: no second event */
+    ASSERT_EQ(0, post_recv(b, 10, b.buf.data(), 64));
+    ASSERT_EQ(0, post(a, IBV_WR_SEND, 2, a.buf.data(), 8, a.mr->lkey, 0, 0));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(0, poll(&pfd, 1, 100));
+    ibv_destroy_qp(b.qp);
+    b.qp = nullptr;
+    while (ibv_poll_cq(cq, 1, &wc) > 0) {
+    }
+    ibv_destroy_cq(cq);
+    ibv_destroy_comp_channel(ch);
+}
+
+TEST_F(tnic, peer_killed_retry_exceeded_within_bound)
+{
+    int to_child[2], to_parent[2];
+    uint32_t qpn, info[2];
+    uint64_t addr_key[2];
+    struct ibv_wc wc;
+
+    ASSERT_EQ(0, pipe(to_child));
+    ASSERT_EQ(0, pipe(to_parent));
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        /* the child's own device, QP and memory: the target */
+        node c;
+        int ndev;
+        struct ibv_device **list = ibv_get_device_list(&ndev);
+        open_node(c, list[1]);
+        if (read(to_child[0], &qpn, sizeof(qpn)) != sizeof(qpn)) _exit(1);
+        to_rts(c.qp, qpn, 1);
+        info[0]     = c.qp->qp_num;
+        info[1]     = c.mr->rkey;
+        addr_key[0] = (uintptr_t)c.buf.data();
+        if (write(to_parent[1], info, sizeof(info)) < 0) _exit(1);
+        if (write(to_parent[1], addr_key, 8) < 0) _exit(1);
+        pause();
+        _exit(0);
+    }
+    ASSERT_EQ((ssize_t)sizeof(uint32_t),
+              write(to_child[1], &a.qp->qp_num, sizeof(uint32_t)));
+    ASSERT_EQ((ssize_t)sizeof(info), read(to_parent[0], info, sizeof(info)));
+    ASSERT_EQ(8, read(to_parent[0], addr_key, 8));
+    /* timeout 10: 4.2 ms per try, retry_cnt 3: 4 tries */
+    ASSERT_EQ(0, to_rts(a.qp, info[0], 2, 7, 10, 3));
+    ASSERT_EQ(0, post(a, IBV_WR_RDMA_WRITE, 1, a.buf.data(), 64,
+                      a.mr->lkey, addr_key[0], info[1]));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    double start = now_s();
+    ASSERT_EQ(0, post(a, IBV_WR_RDMA_WRITE, 2, a.buf.data(), 64,
+                      a.mr->lkey, addr_key[0], info[1]));
+    ASSERT_TRUE(wait_wc(a, &wc, 10));
+    double elapsed = now_s() - start;
+    EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wc.status);
+    /* the bound: 4 tries of 4.2 ms, and the device's timer granularity */
+    EXPECT_LT(elapsed, 1.0);
+    EXPECT_GE(elapsed, 0.015);
+    close(to_child[0]); close(to_child[1]);
+    close(to_parent[0]); close(to_parent[1]);
+}
+
+TEST_F(tnic, counters_follow_objects)
+{
+    tnic_test_counters_t c0, c1;
+
+    counters(&c0);
+    EXPECT_GE(c0.qps, 2);
+    EXPECT_GE(c0.mrs, 2);
+    struct ibv_qp *qp = create_qp(a, 4);
+    counters(&c1);
+    EXPECT_EQ(c0.qps + 1, c1.qps);
+    ibv_destroy_qp(qp);
+    counters(&c1);
+    EXPECT_EQ(c0.qps, c1.qps);
+    EXPECT_EQ(c0.reg_bytes, c1.reg_bytes);
+}
+
+} // namespace
