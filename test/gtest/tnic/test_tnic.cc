@@ -498,6 +498,7 @@ TEST_F(tnic, cq_overrun_event)
     while ((poll(&pfd, 1, 0) == 0) && (now_s() < end)) {
         ibv_poll_cq(b.cq, 1, &wc);
     }
+    ASSERT_EQ(1, poll(&pfd, 1, 0)) << "no async event";
     ASSERT_EQ(0, ibv_get_async_event(a.ctx, &ev));
     EXPECT_EQ(IBV_EVENT_CQ_ERR, ev.event_type);
     EXPECT_EQ(a.cq, ev.element.cq);
@@ -590,7 +591,7 @@ TEST_F(tnic, completion_channel_fd_readable)
     EXPECT_EQ(0, poll(&pfd, 1, 0));
     ASSERT_EQ(0, post(a, IBV_WR_SEND, 1, a.buf.data(), 8, a.mr->lkey, 0, 0));
     ASSERT_TRUE(wait_wc(a, &wc));
-    EXPECT_EQ(1, poll(&pfd, 1, 5000));
+    ASSERT_EQ(1, poll(&pfd, 1, 5000));
     ASSERT_EQ(0, ibv_get_cq_event(ch, &ev_cq, &ev_ctx));
     EXPECT_EQ(cq, ev_cq);
     EXPECT_EQ((void*)0x42, ev_ctx);
@@ -676,6 +677,174 @@ TEST_F(tnic, counters_follow_objects)
     counters(&c1);
     EXPECT_EQ(c0.qps, c1.qps);
     EXPECT_EQ(c0.reg_bytes, c1.reg_bytes);
+}
+
+TEST_F(tnic, ud_send_grh_space_and_qkey)
+{
+    struct ibv_qp_init_attr init = {};
+    struct ibv_qp *ua, *ub;
+    struct ibv_qp_attr attr = {};
+    struct ibv_wc wc;
+
+    init.send_cq = a.cq; init.recv_cq = a.cq; init.qp_type = IBV_QPT_UD;
+    init.cap.max_send_wr = init.cap.max_recv_wr = 8;
+    init.cap.max_send_sge = init.cap.max_recv_sge = 1;
+    ua = ibv_create_qp(a.pd, &init);
+    init.send_cq = b.cq; init.recv_cq = b.cq;
+    ub = ibv_create_qp(b.pd, &init);
+    ASSERT_TRUE(ua && ub);
+    for (struct ibv_qp *qp : {ua, ub}) {
+        attr = {};
+        attr.qp_state = IBV_QPS_INIT; attr.port_num = 1; attr.qkey = 0x1ee7;
+        ASSERT_EQ(0, ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PORT |
+                                   IBV_QP_PKEY_INDEX | IBV_QP_QKEY));
+        attr.qp_state = IBV_QPS_RTR;
+        ASSERT_EQ(0, ibv_modify_qp(qp, &attr, IBV_QP_STATE));
+        attr.qp_state = IBV_QPS_RTS;
+        ASSERT_EQ(0, ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN));
+    }
+    struct ibv_ah_attr ah_attr = {};
+    ah_attr.dlid = b.lid; ah_attr.port_num = 1;
+    struct ibv_ah *ah = ibv_create_ah(a.pd, &ah_attr);
+    ASSERT_NE(nullptr, ah);
+
+    struct ibv_sge rsge = {(uintptr_t)b.buf.data(), 40 + 100, b.mr->lkey};
+    struct ibv_recv_wr rwr = {}, *rbad;
+    rwr.wr_id = 11; rwr.sg_list = &rsge; rwr.num_sge = 1;
+    ASSERT_EQ(0, ibv_post_recv(ub, &rwr, &rbad));
+
+    memset(a.buf.data(), 0xab, 100);
+    struct ibv_sge sge = {(uintptr_t)a.buf.data(), 100, a.mr->lkey};
+    struct ibv_send_wr wr = {}, *bad;
+    wr.wr_id = 12; wr.sg_list = &sge; wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND; wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.ud.ah = ah; wr.wr.ud.remote_qpn = ub->qp_num;
+    wr.wr.ud.remote_qkey = 0x1ee7;
+    ASSERT_EQ(0, ibv_post_send(ua, &wr, &bad));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    ASSERT_TRUE(wait_wc(b, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(11u, wc.wr_id);
+    EXPECT_EQ(140u, wc.byte_len);
+    EXPECT_EQ(ua->qp_num, wc.src_qp);
+    EXPECT_EQ(a.lid, wc.slid);
+    EXPECT_EQ(0xab, b.buf[40]);
+    EXPECT_EQ(0xab, b.buf[139]);
+
+    /* a wrong qkey is dropped: the receive stays posted */
+    ASSERT_EQ(0, ibv_post_recv(ub, &rwr, &rbad));
+    wr.wr.ud.remote_qkey = 0x1ee8;
+    ASSERT_EQ(0, ibv_post_send(ua, &wr, &bad));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_FALSE(wait_wc(b, &wc, 0.1));
+
+    ibv_destroy_ah(ah);
+    ibv_destroy_qp(ua);
+    ibv_destroy_qp(ub);
+    while (ibv_poll_cq(b.cq, 1, &wc) > 0) {
+    }
+}
+
+TEST_F(tnic, srq_write_imm_multi_sge_solicited)
+{
+    struct ibv_srq_init_attr sattr = {};
+    struct ibv_comp_channel *ch = ibv_create_comp_channel(b.ctx);
+    struct ibv_cq *cq;
+    struct ibv_wc wc;
+
+    sattr.attr.max_wr = 8; sattr.attr.max_sge = 2;
+    struct ibv_srq *srq = ibv_create_srq(b.pd, &sattr);
+    ASSERT_NE(nullptr, srq);
+    cq = ibv_create_cq(b.ctx, 16, nullptr, ch, 0);
+    ibv_destroy_qp(b.qp);
+    struct ibv_qp_init_attr init = {};
+    init.send_cq = b.cq; init.recv_cq = cq; init.srq = srq;
+    init.qp_type = IBV_QPT_RC;
+    init.cap.max_send_wr = 4; init.cap.max_send_sge = 1;
+    b.qp = ibv_create_qp(b.pd, &init);
+    ASSERT_NE(nullptr, b.qp);
+    connect();
+
+    /* a receive of two SGEs takes a send of two SGEs */
+    struct ibv_sge rsge[2] = {{(uintptr_t)b.buf.data(), 10, b.mr->lkey},
+                              {(uintptr_t)b.buf.data() + 100, 10,
+                               b.mr->lkey}};
+    struct ibv_recv_wr rwr = {}, *rbad;
+    rwr.wr_id = 21; rwr.sg_list = rsge; rwr.num_sge = 2;
+    ASSERT_EQ(0, ibv_post_srq_recv(srq, &rwr, &rbad));
+    ASSERT_EQ(0, ibv_post_srq_recv(srq, &rwr, &rbad));
+    memcpy(a.buf.data(), "0123456789", 10);
+    memcpy(a.buf.data() + 200, "abcdefghij", 10);
+    struct ibv_sge sge[2] = {{(uintptr_t)a.buf.data(), 10, a.mr->lkey},
+                             {(uintptr_t)a.buf.data() + 200, 10,
+                              a.mr->lkey}};
+    struct ibv_send_wr wr = {}, *bad;
+    wr.wr_id = 22; wr.sg_list = sge; wr.num_sge = 2;
+    wr.opcode = IBV_WR_SEND; wr.send_flags = IBV_SEND_SIGNALED;
+    /* solicited-only arming ignores an unsolicited send */
+    ASSERT_EQ(0, ibv_req_notify_cq(cq, 1));
+    ASSERT_EQ(0, ibv_post_send(a.qp, &wr, &bad));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    struct pollfd pfd = {ch->fd, POLLIN, 0};
+    EXPECT_EQ(0, poll(&pfd, 1, 50));
+    ASSERT_EQ(1, ibv_poll_cq(cq, 1, &wc));
+    EXPECT_EQ(20u, wc.byte_len);
+    EXPECT_EQ(0, memcmp(b.buf.data(), "0123456789", 10));
+    EXPECT_EQ(0, memcmp(b.buf.data() + 100, "abcdefghij", 10));
+
+    /* write with immediate: data at the rkey, the immediate in a receive,
+     * solicited: the channel fires */
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM; wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED;
+    wr.imm_data = htobe32(99);
+    wr.wr.rdma.remote_addr = raddr(b, 3000); wr.wr.rdma.rkey = b.mr->rkey;
+    ASSERT_EQ(0, ibv_post_send(a.qp, &wr, &bad));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    ASSERT_EQ(1, poll(&pfd, 1, 5000));
+    ASSERT_EQ(1, ibv_poll_cq(cq, 1, &wc));
+    EXPECT_EQ(IBV_WC_RECV_RDMA_WITH_IMM, wc.opcode);
+    EXPECT_EQ(htobe32(99), wc.imm_data);
+    EXPECT_EQ(10u, wc.byte_len);
+    EXPECT_EQ(0, memcmp(b.buf.data() + 3000, "0123456789", 10));
+
+    struct ibv_cq *ev_cq;
+    void *ev_ctx;
+    ASSERT_EQ(0, ibv_get_cq_event(ch, &ev_cq, &ev_ctx));
+    ibv_ack_cq_events(ev_cq, 1);
+    ibv_destroy_qp(b.qp);
+    b.qp = nullptr;
+    ibv_destroy_srq(srq);
+    ibv_destroy_cq(cq);
+    ibv_destroy_comp_channel(ch);
+}
+
+TEST_F(tnic, qp_error_fault_fatal_event_and_delay)
+{
+    struct ibv_async_event ev;
+    struct ibv_wc wc;
+
+    connect();
+    ASSERT_EQ(0, fault_set("delay:us=20000"));
+    ASSERT_EQ(0, post(a, IBV_WR_RDMA_WRITE, 1, a.buf.data(), 8, a.mr->lkey,
+                      raddr(b), b.mr->rkey));
+    double start = now_s();
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_GE(now_s() - start, 0.015);
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+
+    ASSERT_EQ(0, fault_set("none,qp_error:after=0"));
+    ASSERT_EQ(0, post(a, IBV_WR_RDMA_WRITE, 2, a.buf.data(), 8, a.mr->lkey,
+                      raddr(b), b.mr->rkey, 0));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, wc.status);
+    struct pollfd pfd = {a.ctx->async_fd, POLLIN, 0};
+    ASSERT_EQ(1, poll(&pfd, 1, 1000)) << "no async event";
+    ASSERT_EQ(0, ibv_get_async_event(a.ctx, &ev));
+    EXPECT_EQ(IBV_EVENT_QP_FATAL, ev.event_type);
+    EXPECT_EQ(a.qp, ev.element.qp);
+    ibv_ack_async_event(&ev);
 }
 
 } // namespace
