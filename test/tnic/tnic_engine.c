@@ -1024,26 +1024,37 @@ static int tnic_engine_has_timers(void)
 
 static void *tnic_engine_thread(void *arg)
 {
+    uint64_t next_timers_ns = 0, now;
     unsigned idle = 0;
-    int n, timers;
+    int n, timers = 0;
 
     (void)arg;
     for (;;) {
+        /* look without the lock first: an idle device must not contend
+         * with the application's polls */
+        now = tnic_time_ns();
+        if (tnic_fabric_inbox_empty() && !tnic_fabric_backlog_pending() &&
+            (now < next_timers_ns)) {
+            /* a short spin, then sleep: the machine may have few cores */
+            if (++idle < 32) {
+                sched_yield();
+            } else {
+                tnic_fabric_wait(timers ? 200000ull : 50000000ull);
+                idle = 0;
+            }
+            continue;
+        }
         pthread_mutex_lock(&tnic_proc.lock);
         n = tnic_engine_progress(256);
-        tnic_engine_timers();
-        timers = tnic_engine_has_timers();
+        if (now >= next_timers_ns) {
+            tnic_engine_timers();
+            timers         = tnic_engine_has_timers();
+            next_timers_ns = now + (timers ? 200000ull : 50000000ull);
+        }
         pthread_mutex_unlock(&tnic_proc.lock);
         if (n > 0) {
             idle = 0;
-            continue;
         }
-        /* a short spin, then sleep: the machine may have few cores */
-        if (++idle < 64) {
-            sched_yield();
-            continue;
-        }
-        tnic_fabric_wait(timers ? 200000ull : 50000000ull);
     }
     return NULL;
 }

@@ -519,7 +519,8 @@ void tnic_fabric_wait(uint64_t timeout_ns)
     __atomic_store_n(&inbox->sleeping, 0, __ATOMIC_SEQ_CST);
 }
 
+/* a hint without the lock (the device thread looks before it locks) */
 int tnic_fabric_backlog_pending(void)
 {
-    return tnic_backlog_head != NULL;
+    return __atomic_load_n(&tnic_backlog_head, __ATOMIC_RELAXED) != NULL;
 }
