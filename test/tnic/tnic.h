@@ -36,13 +36,15 @@
 #define TNIC_MAX_CQE         (4 * 1024 * 1024 - 1)
 #define TNIC_MAX_RD_ATOM     16
 #define TNIC_MAX_QPS         65535   /* QPN = slot << 16 | index */
-#define TNIC_MAX_MR_MSG      (1ul << 31)
+#define TNIC_MAX_MR_MSG      (1ul << 31)  /* one message */
+#define TNIC_MAX_MR_SIZE     (1ull << 46) /* one registration */
 #define TNIC_GRH_LEN         40
 #define TNIC_UD_MTU          4096
 #define TNIC_VENDOR_ID       0x7e57  /* not Mellanox: UCX keeps to verbs */
 #define TNIC_VENDOR_PART_ID  0x0001
 #define TNIC_GUID_BASE       0x7e57000000000000ull
 #define TNIC_MR_INDEX_BITS   20
+#define TNIC_POLLING_NS      200000  /* an application polled this recently */
 
 /* Messages between devices (one ring cell each) */
 enum {
@@ -298,6 +300,7 @@ void tnic_fabric_fork_child(void);
 pid_t tnic_fabric_slot_pid(uint32_t slot);
 int tnic_fabric_inbox_empty(void);
 int tnic_fabric_backlog_pending(void);
+void tnic_fabric_polled(void);
 
 /* tnic_engine.c */
 int tnic_engine_post_send(tnic_qp_t *qp, struct ibv_send_wr *wr);

@@ -60,6 +60,7 @@ typedef struct tnic_inbox {
     volatile uint64_t   head __attribute__((aligned(64)));
     volatile uint32_t   futex __attribute__((aligned(64)));
     volatile uint32_t   sleeping;
+    volatile uint64_t   polled_ns;   /* the owner's last ibv_poll_cq */
     tnic_cell_t         cells[TNIC_RING_CELLS] __attribute__((aligned(64)));
 } tnic_inbox_t;
 
@@ -375,9 +376,12 @@ static int tnic_fabric_enqueue(tnic_inbox_t *inbox, const tnic_msg_hdr_t *hdr,
     }
     __atomic_store_n(&cell->seq, pos + 1, __ATOMIC_RELEASE);
 
-    /* the owner may have gone to sleep: wake it (seq_cst pairs with its
-     * store of 'sleeping' before it looks at the ring again) */
-    if (__atomic_load_n(&inbox->sleeping, __ATOMIC_SEQ_CST)) {
+    /* the owner's device thread may have gone to sleep: wake it (seq_cst
+     * pairs with its store of 'sleeping' before it looks at the ring
+     * again), unless the application polls: then the thread sleeps
+     * briefly only, and waking it would take a core from the poller */
+    if (__atomic_load_n(&inbox->sleeping, __ATOMIC_SEQ_CST) &&
+        (tnic_time_ns() - inbox->polled_ns > TNIC_POLLING_NS)) {
         __atomic_add_fetch(&inbox->futex, 1, __ATOMIC_SEQ_CST);
         tnic_futex(&inbox->futex, FUTEX_WAKE, 1, NULL);
     }
@@ -497,6 +501,13 @@ int tnic_fabric_recv(tnic_msg_hdr_t *hdr, void *data)
     return 1;
 }
 
+void tnic_fabric_polled(void)
+{
+    if (tnic_proc.inbox != NULL) {
+        ((tnic_inbox_t*)tnic_proc.inbox)->polled_ns = tnic_time_ns();
+    }
+}
+
 /* Sleep until a producer rings or the timeout passes. Called without the
  * lock by the device thread only. */
 void tnic_fabric_wait(uint64_t timeout_ns)
@@ -504,6 +515,13 @@ void tnic_fabric_wait(uint64_t timeout_ns)
     tnic_inbox_t *inbox = tnic_proc.inbox;
     struct timespec ts;
     uint32_t val;
+
+    if ((inbox != NULL) &&
+        (tnic_time_ns() - inbox->polled_ns < 10 * TNIC_POLLING_NS) &&
+        (timeout_ns > TNIC_POLLING_NS)) {
+        /* producers do not ring while the application polls */
+        timeout_ns = TNIC_POLLING_NS;
+    }
 
     ts.tv_sec  = timeout_ns / 1000000000ull;
     ts.tv_nsec = timeout_ns % 1000000000ull;

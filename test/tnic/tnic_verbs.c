@@ -226,7 +226,7 @@ static void tnic_device_attr(tnic_device_t *dev, struct ibv_device_attr *a)
     snprintf(a->fw_ver, sizeof(a->fw_ver), "1.0.0");
     a->node_guid                 = htobe64(dev->guid);
     a->sys_image_guid            = htobe64(dev->guid);
-    a->max_mr_size               = TNIC_MAX_MR_MSG;
+    a->max_mr_size               = TNIC_MAX_MR_SIZE;
     a->page_size_cap             = 0xfffff000;
     a->vendor_id                 = TNIC_VENDOR_ID;
     a->vendor_part_id            = TNIC_VENDOR_PART_ID;
@@ -658,7 +658,7 @@ static struct ibv_mr *tnic_reg_mr(struct ibv_pd *pd, void *addr,
         errno = EINVAL;
         return NULL;
     }
-    if ((length == 0) || (length > TNIC_MAX_MR_MSG * 64ul)) {
+    if ((length == 0) || (length > TNIC_MAX_MR_SIZE)) {
         errno = EINVAL;
         return NULL;
     }
@@ -984,6 +984,7 @@ static int tnic_poll_cq(struct ibv_cq *ibcq, int num_entries,
     /* serve the inbox here too: a polling process does not wait for its
      * device thread to be scheduled */
     tnic_engine_progress(64);
+    tnic_fabric_polled();
     if (cq->count == 0) {
         now = tnic_time_ns();
         if (now - tnic_last_timers_ns > 100000) {
