@@ -12,7 +12,8 @@
  *   consumes it; an idle owner sleeps on a futex in the ring.
  * - A backlog of cells that did not fit a full ring: no producer ever blocks
  *   on a peer (two devices feeding each other's full rings would otherwise
- *   deadlock); the backlog is FIFO so a QP's order is kept.
+ *   deadlock); it is FIFO per destination, so a QP's order is kept and a
+ *   slow peer holds back only what goes to it.
  *
  * No process maps another process's memory: only registries and inboxes.
  */
@@ -79,6 +80,7 @@ typedef struct tnic_backlog_entry {
 static tnic_peer_map_t      tnic_peers[TNIC_MAX_SLOTS + 1];
 static tnic_backlog_entry_t *tnic_backlog_head;
 static tnic_backlog_entry_t *tnic_backlog_tail;
+static unsigned             tnic_backlog_count[TNIC_MAX_SLOTS + 1];
 static char                 tnic_fabric_name[128];
 static pid_t                tnic_fabric_owner; /* who unlinks at exit */
 
@@ -305,6 +307,7 @@ void tnic_fabric_fork_child(void)
         tnic_peers[i].inbox = NULL;
     }
     tnic_backlog_head = tnic_backlog_tail = NULL;
+    memset(tnic_backlog_count, 0, sizeof(tnic_backlog_count));
 }
 
 static tnic_inbox_t *tnic_fabric_peer_inbox(uint32_t slot)
@@ -408,26 +411,42 @@ static int tnic_fabric_backlog_add(uint32_t dst_slot,
         tnic_backlog_tail->next = e;
     }
     tnic_backlog_tail = e;
+    ++tnic_backlog_count[dst_slot];
     return 0;
 }
 
+/* FIFO per destination: a peer whose ring is full holds back only what
+ * goes to it; what goes to a dead peer is lost, as on a wire */
 int tnic_fabric_flush_backlog(void)
 {
-    tnic_backlog_entry_t *e;
+    uint64_t blocked[(TNIC_MAX_SLOTS + 64) / 64] = {0};
+    tnic_backlog_entry_t *e, **pp, *prev = NULL;
     tnic_inbox_t *inbox;
+    uint32_t slot;
     int n = 0;
 
-    while ((e = tnic_backlog_head) != NULL) {
-        inbox = tnic_fabric_peer_inbox(e->dst_slot);
+    pp = &tnic_backlog_head;
+    while ((e = *pp) != NULL) {
+        slot = e->dst_slot;
+        if (blocked[slot / 64] & (1ull << (slot % 64))) {
+            prev = e;
+            pp   = &e->next;
+            continue;
+        }
+        inbox = tnic_fabric_peer_inbox(slot);
         if ((inbox != NULL) &&
-            (tnic_fabric_enqueue(inbox, &e->hdr, e->data) == EAGAIN)) {
-            break;
+            (tnic_fabric_enqueue(inbox, &e->hdr, e->data) == EAGAIN) &&
+            tnic_fabric_peer_alive(slot)) {
+            blocked[slot / 64] |= 1ull << (slot % 64);
+            prev = e;
+            pp   = &e->next;
+            continue;
         }
-        /* sent, or the peer is gone: its loss is the transport timer's */
-        tnic_backlog_head = e->next;
-        if (tnic_backlog_head == NULL) {
-            tnic_backlog_tail = NULL;
+        *pp = e->next;
+        if (tnic_backlog_tail == e) {
+            tnic_backlog_tail = prev;
         }
+        --tnic_backlog_count[slot];
         free(e);
         ++n;
     }
@@ -445,9 +464,9 @@ int tnic_fabric_send(uint32_t dst_slot, const tnic_msg_hdr_t *hdr,
     if (tnic_fault_drop(dst_slot, hdr->src_lid, hdr->dst_lid)) {
         return 0;
     }
-    if (tnic_backlog_head != NULL) {
+    if (tnic_backlog_count[dst_slot] > 0) {
         tnic_fabric_flush_backlog();
-        if (tnic_backlog_head != NULL) {
+        if (tnic_backlog_count[dst_slot] > 0) {
             return tnic_fabric_backlog_add(dst_slot, hdr, data);
         }
     }
