@@ -217,6 +217,22 @@ void uct_rc_gdr_probe_nic(struct ibv_context *context, struct ibv_pd *pd,
 }
 
 
+int uct_rc_gdr_probe_relaxed_order(struct ibv_pd *pd)
+{
+    static char buffer[64] __attribute__((aligned(64)));
+    struct ibv_mr *mr;
+
+    mr = ibv_reg_mr(pd, buffer, sizeof(buffer),
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING);
+    if (mr == NULL) {
+        return (errno != 0) ? errno : EINVAL;
+    }
+
+    ibv_dereg_mr(mr);
+    return 0;
+}
+
+
 ucs_status_t uct_rc_gdr_probe_evaluate(const uct_rc_gdr_probe_gpu_t *gpu,
                                        const uct_rc_gdr_probe_nic_t *nic,
                                        const char *sysfs_root,

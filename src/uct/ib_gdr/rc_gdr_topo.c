@@ -573,6 +573,47 @@ static ucs_status_t uct_rc_gdr_topo_nic_find(uct_rc_gdr_topo_t *topo,
     return status;
 }
 
+ucs_status_t uct_rc_gdr_topo_ibdev_bdf(const char *ibdev_path, char *bdf,
+                                       size_t max)
+{
+    uct_rc_gdr_topo_dev_t dev;
+    char path[PATH_MAX];
+    ucs_status_t status;
+
+    snprintf(path, sizeof(path), "%s/device", ibdev_path);
+    status = uct_rc_gdr_topo_dev_resolve(path, &dev);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    ucs_strncpy_safe(bdf, dev.bdf, max);
+    return UCS_OK;
+}
+
+ucs_status_t uct_rc_gdr_topo_bus_id_parse(const char *bdf,
+                                          ucs_sys_bus_id_t *bus_id_p)
+{
+    char canonical[UCT_RC_GDR_BDF_MAX];
+    unsigned domain, bus, dev, fn;
+    ucs_status_t status;
+
+    status = uct_rc_gdr_topo_bdf_parse(bdf, canonical, sizeof(canonical));
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if ((sscanf(canonical, "%x:%x:%x.%x", &domain, &bus, &dev, &fn) != 4) ||
+        (domain > UINT16_MAX)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    bus_id_p->domain   = domain;
+    bus_id_p->bus      = bus;
+    bus_id_p->slot     = dev;
+    bus_id_p->function = fn;
+    return UCS_OK;
+}
+
 ucs_status_t uct_rc_gdr_topo_classify(const char *sysfs_root,
                                       const char *gpu_bdf, const char *nic,
                                       uct_rc_gdr_topo_t *topo_p)

@@ -29,6 +29,7 @@
 #define UCT_RC_GDR_TOPO_H_
 
 #include <ucs/sys/compiler_def.h>
+#include <ucs/sys/topo/base/topo.h>
 #include <ucs/type/status.h>
 
 #include <stddef.h>
@@ -152,6 +153,28 @@ ucs_status_t uct_rc_gdr_topo_classify(const char *sysfs_root,
  */
 ucs_status_t uct_rc_gdr_topo_bdf_parse(const char *str, char *bdf,
                                        size_t max);
+
+
+/**
+ * The PCI function of a verbs device, as UCX's IB devices find theirs: the
+ * real path of <ibdev_path>/device (ibv_device's ibdev_path,
+ * "/sys/class/infiniband/mlx5_0").
+ *
+ * @return UCS_OK with @a bdf ("0000:17:00.0"); UCS_ERR_NO_ELEM when the
+ *         device has no such link; UCS_ERR_UNSUPPORTED when it leads to no
+ *         PCI function (rxe, siw sit on a netdev).
+ */
+ucs_status_t uct_rc_gdr_topo_ibdev_bdf(const char *ibdev_path, char *bdf,
+                                       size_t max);
+
+
+/**
+ * A PCI address ("0000:17:00.0", or CUDA's and nvidia-smi's spellings) as
+ * UCX's topology takes it. UCS_ERR_UNSUPPORTED for a domain wider than 16
+ * bits (VMD), which ucs_sys_bus_id_t cannot hold.
+ */
+ucs_status_t uct_rc_gdr_topo_bus_id_parse(const char *bdf,
+                                          ucs_sys_bus_id_t *bus_id_p);
 
 
 /** "LOC" ... "SYS", "UNKNOWN" */
