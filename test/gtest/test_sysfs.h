@@ -108,13 +108,31 @@ public:
         link("../../" + dir, "class/infiniband/" + name);
     }
 
-    /* rxe/siw: the ib device hangs off devices/virtual, no device link */
-    void add_virtual_ib(const std::string &name)
+    /* rxe/siw: the ib device hangs off devices/virtual, no device link;
+     * rxe names the netdev it sits on in "parent" */
+    void add_virtual_ib(const std::string &name,
+                        const std::string &parent = "")
     {
         mkdirs("devices/virtual/infiniband/" + name);
         mkdirs("class/infiniband");
         link("../../devices/virtual/infiniband/" + name,
              "class/infiniband/" + name);
+        if (!parent.empty()) {
+            write("devices/virtual/infiniband/" + name + "/parent",
+                  parent + "\n");
+        }
+    }
+
+    /* A network device of a PCI function (class/net/<name>/device) */
+    void add_netdev(const std::string &name, const std::string &pci_path)
+    {
+        std::string dir = "devices/" + pci_path + "/net/" + name;
+        std::string bdf = pci_path.substr(pci_path.rfind('/') + 1);
+
+        mkdirs(dir);
+        link("../../../" + bdf, dir + "/device");
+        mkdirs("class/net");
+        link("../../" + dir, "class/net/" + name);
     }
 
     /*

@@ -223,6 +223,39 @@ TEST_F(test_rc_gdr_topo, virtual_nic_has_no_pci_device) {
               std::string(topo.reason).find("no PCI device: virtual NIC"));
 }
 
+/* rxe on the netdev of a PCI NIC: its traffic leaves through that NIC, so
+ * it is placed there (on a veth, above, it stays unknown) */
+TEST_F(test_rc_gdr_topo, rxe_on_pci_netdev_placed_at_its_nic) {
+    char bdf[UCT_RC_GDR_BDF_MAX];
+
+    m_sysfs.add_netdev("eth0", std::string(SW) + "/0000:02:01.0/"
+                                                 "0000:04:00.0");
+    m_sysfs.add_virtual_ib("rxe0", "eth0");
+    m_sysfs.mkdirs("devices/virtual/net/v0");    /* a veth: no device */
+    m_sysfs.link("../../devices/virtual/net/v0", "class/net/v0");
+    m_sysfs.add_virtual_ib("rxe1", "v0");
+
+    uct_rc_gdr_topo_t topo = classify(GPU0, "rxe0");
+    EXPECT_EQ(UCT_RC_GDR_TOPO_PCI, topo.outcome) << topo.reason;
+    EXPECT_EQ(UCT_RC_GDR_DIST_PIX, topo.dist);
+    EXPECT_STREQ("0000:04:00.0", topo.nic.bdf);
+    EXPECT_EQ(UCT_RC_GDR_DIST_SYS, dist(GPU0, "mlx5_3"));
+
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_topo_ibdev_bdf(
+                              (std::string(m_sysfs.root()) +
+                               "/class/infiniband/rxe0").c_str(),
+                              bdf, sizeof(bdf)));
+    EXPECT_STREQ("0000:04:00.0", bdf);
+
+    /* a netdev without a PCI function */
+    topo = classify(GPU0, "rxe1");
+    EXPECT_EQ(UCT_RC_GDR_TOPO_VIRTUAL_NIC, topo.outcome);
+    EXPECT_NE(UCS_OK, uct_rc_gdr_topo_ibdev_bdf(
+                              (std::string(m_sysfs.root()) +
+                               "/class/infiniband/rxe1").c_str(),
+                              bdf, sizeof(bdf)));
+}
+
 TEST_F(test_rc_gdr_topo, nic_parent_not_pci) {
     /* A device link that leads to a network device, not a PCI function */
     m_sysfs.mkdirs("devices/virtual/net/eth9");
