@@ -247,6 +247,18 @@ TEST_F(test_rc_gdr_topo, rxe_on_pci_netdev_placed_at_its_nic) {
                               bdf, sizeof(bdf)));
     EXPECT_STREQ("0000:04:00.0", bdf);
 
+    /* virtio-net: the netdev's device is a virtio device below the PCI
+     * function, which is where it is */
+    std::string virtio = "devices/" + std::string(SW) + "/0000:02:02.0/"
+                         "0000:05:00.0/virtio3";
+    m_sysfs.mkdirs(virtio + "/net/eth2");
+    m_sysfs.link("../../../virtio3", virtio + "/net/eth2/device");
+    m_sysfs.link("../../" + virtio + "/net/eth2", "class/net/eth2");
+    m_sysfs.add_virtual_ib("rxe2", "eth2");
+    topo = classify(GPU0, "rxe2");
+    EXPECT_EQ(UCT_RC_GDR_TOPO_PCI, topo.outcome) << topo.reason;
+    EXPECT_STREQ("0000:05:00.0", topo.nic.bdf);
+
     /* a netdev without a PCI function */
     topo = classify(GPU0, "rxe1");
     EXPECT_EQ(UCT_RC_GDR_TOPO_VIRTUAL_NIC, topo.outcome);

@@ -256,8 +256,9 @@ static ucs_status_t uct_rc_gdr_topo_dev_resolve(const char *link,
         ucs_strncpy_safe(dev->bdf, bdf, sizeof(dev->bdf));
     }
 
-    /* A PCI function's own directory is named by its address */
-    return (in_pci && tail_bdf) ? UCS_OK : UCS_ERR_UNSUPPORTED;
+    /* A PCI function's own directory is named by its address; a device
+     * below one (virtio-net's virtio<n>) is that function's */
+    return (in_pci && (dev->bdf[0] != '\0')) ? UCS_OK : UCS_ERR_UNSUPPORTED;
 }
 
 static void uct_rc_gdr_topo_iommu_classify(uct_rc_gdr_topo_dev_t *dev,
