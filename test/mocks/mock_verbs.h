@@ -6,9 +6,10 @@
  * functions (test/mocks/mock_verbs.dynlist): the module, loaded later with
  * dlopen, binds its verbs calls to these. One device, "mock_verbs0", port 1
  * ACTIVE on Ethernet. Memory registrations are recorded with their access
- * flags, can be refused for an access flag, and can be made to fail (the Nth one, with an errno, or at an MR
- * count limit); DMA-BUF registration is refused
- * (EOPNOTSUPP), so GPU memory of the stand-in CUDA driver takes peermem.
+ * flags, can be refused for an access flag, and can be made to fail (the Nth
+ * one, with an errno, or at an MR count limit); DMA-BUF registration is
+ * refused (EOPNOTSUPP), so GPU memory of the stand-in CUDA driver takes
+ * peermem. Its sysfs place (ibdev_path) can be set to a synthetic tree.
  *
  * See file LICENSE for terms.
  */
