@@ -4,9 +4,9 @@
 # host bridges on two NUMA nodes, each with a virtio-net NIC carrying rxe<i>
 # and an emulated PCI function standing for GPU<i> (the stand-in CUDA
 # driver reports its address). Shows what UCP is given: each rc_gdr device's
-# system device (ucx_info -d, beside rc_verbs'), and the GPU x NIC matrix
-# with each GPU's nearest NIC. Prints PASS/FAIL lines; exits non-zero on a
-# failure.
+# system device (ucx_info -d, beside rc_verbs'), the GPU x NIC matrix with
+# each GPU's nearest NIC, and what UCP does with it: a GPU's rendezvous
+# favours its own NIC. Prints PASS/FAIL lines; exits non-zero on a failure.
 #
 set -uo pipefail
 
@@ -58,7 +58,40 @@ matrix_nearest() {
         echo "$out" | grep -E '^GPU1 +SYS [a-z]+/[a-z]+ +PHB\* [a-z]+/[a-z]+$' > /dev/null
 }
 
+# UCP's own choice, per GPU: two ranks, rank r on GPU r, both NICs in each;
+# UCP's rendezvous splits a GPU's data over the two lanes weighted by the
+# distance-adjusted bandwidth of each (UCX_PROTO_INFO shows the shares):
+# the GPU's own NIC takes the larger share. 1.13: protocols v2 on, and the
+# memory type from the md's query (no UCM CUDA events to fill UCP's cache).
+lane_share() { # LOG GPU NIC: the percentage rendezvous into GPU puts on NIC
+    grep -A4 "rendezvous data fetch() into cuda/$2 " "$1" |
+        grep -oE "[0-9]+% on rc_gdr/$3:1" | head -1 | cut -d% -f1
+}
+
+ucp_lane_per_gpu() {
+    local log=/tmp/pcie_pairs_mpi.out g0r0 g0r1 g1r0 g1r1
+    ( . contrib/env.sh --emulated-gpu "$B" > /dev/null &&
+      timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 \
+        --mca pml ucx --mca btl ^openib,ofi,uct --mca osc ucx \
+        -x UCX_TLS=rc_gdr,ud_verbs:aux,self -x UCX_PROTO_ENABLE=y \
+        -x UCX_PROTO_INFO=y -x UCX_MAX_RNDV_RAILS=2 -x UCX_RNDV_THRESH=0 \
+        -x UCX_MEMTYPE_CACHE=n -x RC_GDR_CUDA_LIBRARY \
+        -x RC_GDR_FAKE_CUDA_DEVICES -x RC_GDR_FAKE_CUDA_PCI_BUS_ID \
+        -x MPI_VERIFY_GPU_PER_RANK=2 \
+        "$B/test/mpi/mpi_verify" --gpu 65536 1048576 ) > "$log" 2>&1 ||
+        { tail -20 "$log"; return 1; }
+    grep -A4 'rendezvous data fetch() into cuda/GPU' "$log" | grep -v '^--' |
+        sed 's/^\[[^]]*\] \[[^]]*\] *//'
+    grep -E '^(ok|BAD|verification)' "$log"
+    g0r0=$(lane_share "$log" GPU0 rxe0); g0r1=$(lane_share "$log" GPU0 rxe1)
+    g1r0=$(lane_share "$log" GPU1 rxe0); g1r1=$(lane_share "$log" GPU1 rxe1)
+    echo "GPU0: rxe0 ${g0r0:-?}%, rxe1 ${g0r1:-?}%; GPU1: rxe0 ${g1r0:-?}%, rxe1 ${g1r1:-?}%"
+    grep -q '^verification: PASSED' "$log" &&
+        [ "${g0r0:-0}" -gt "${g0r1:-100}" ] && [ "${g1r1:-0}" -gt "${g1r0:-100}" ]
+}
+
 check pcie_pairs_on_two_numa_nodes two_nodes
 check pcie_pairs_rc_gdr_system_devices devices_known
 check pcie_pairs_matrix_nearest_nic matrix_nearest
+check pcie_pairs_ucp_rendezvous_favours_each_gpus_nic ucp_lane_per_gpu
 exit $FAILED
