@@ -26,6 +26,13 @@ Usage: rxe-vm.sh [options] -- CMD [ARGS...]
   --cpu MODEL     qemu CPU model (qemu64; 'max' only for AVX2 binaries: slow)
   --mtu N         veth MTU (9000 -> RoCE MTU 4096; 1500 -> 1024)
   --nrxe 0|1|2    rxe devices to create: rxe0 on v0, rxe1 on v1 (2)
+  --pcie-pairs N  a multi-socket PCIe tree instead of the veth pair (1..4):
+                  N host bridges (pxb-pcie) on N NUMA nodes, each with a
+                  root port holding a virtio-net NIC that carries rxe<i> and
+                  a root port holding an emulated PCI function (qemu's edu)
+                  standing for GPU<i>; /etc/rxevm-pcie-pairs in the guest
+                  lists them, /etc/rxevm-gpus.env sets the stand-in CUDA
+                  driver's devices to those functions
   --rw DIR        share DIR writable at the same path (repeatable); all other
                   guest writes stay in the guest
   --fresh-tmp     mount an empty tmpfs on /tmp (default: host /tmp visible,
@@ -44,6 +51,7 @@ EOF
 }
 
 TIMEOUT=900 MEM=2048 SMP=2 CPU=qemu64 MTU=9000 NRXE=2 KEEP=0 PREPARE=0
+PCIE_PAIRS=0
 VERBOSE=0 FRESH_TMP=0 KERNEL=auto
 RW_DIRS=()
 CACHE=${RXEVM_CACHE:-${RC_GDR_CACHE:-/var/cache/rc_gdr}/rxe-vm}
@@ -72,9 +80,9 @@ parse_args() {
     local n
     while [ $# -gt 0 ]; do
         case $1 in
-        --timeout|--mem|--smp|--mtu|--nrxe)
+        --timeout|--mem|--smp|--mtu|--nrxe|--pcie-pairs)
             [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] || bad_usage "$1 needs a number"
-            n=${1#--}; printf -v "${n^^}" '%s' "$2"; shift ;;
+            n=${1#--}; n=${n//-/_}; printf -v "${n^^}" '%s' "$2"; shift ;;
         --cpu)    [ $# -ge 2 ] || bad_usage "--cpu needs a value"; CPU=$2; shift ;;
         --kernel) [ $# -ge 2 ] || bad_usage "--kernel needs a value"; KERNEL=$2; shift ;;
         --rw)     [ $# -ge 2 ] && [ -d "$2" ] || bad_usage "--rw needs a directory"
@@ -90,6 +98,7 @@ parse_args() {
         shift
     done
     [ "$NRXE" -le 2 ] || bad_usage "--nrxe must be 0, 1 or 2"
+    [ "$PCIE_PAIRS" -le 4 ] || bad_usage "--pcie-pairs must be 0 to 4"
     [ "$TIMEOUT" -ge 10 ] || bad_usage "--timeout must be at least 10"
     [ "$PREPARE" = 1 ] || [ $# -gt 0 ] || bad_usage "no command given"
     CMD=("$@")
@@ -225,6 +234,7 @@ hostname rxevm; echo "127.0.1.1 rxevm" >>$R/etc/hosts
 # No DAD: link-local addresses (= the RoCE GIDs) are usable at once.
 for c in all default; do echo 0 >/proc/sys/net/ipv6/conf/$c/accept_dad; done
 echo 100000 >/proc/sys/net/core/netdev_max_backlog
+if [ "$PCIE_PAIRS" = 0 ]; then
 # Absolute paths: busybox's own ip applet would shadow the host's (no veth).
 printf '%s\n' "link set lo up" "link add v0 mtu $MTU type veth peer name v1 mtu $MTU" \
     "link set v0 up" "link set v1 up" | chroot $R /usr/sbin/ip -b - || fail "veth"
@@ -233,6 +243,31 @@ printf '%s\n' "link set lo up" "link add v0 mtu $MTU type veth peer name v1 mtu 
 for v in v0 v1; do echo 1 >/sys/class/net/$v/queues/rx-0/rps_cpus; done
 i=0; while [ $i -lt "$NRXE" ]; do echo "link add rxe$i type rxe netdev v$i"; i=$((i + 1)); done |
     { [ "$NRXE" = 0 ] || chroot $R /usr/bin/rdma -b -; } || fail "rdma link add"
+else
+# --pcie-pairs: pair i is host bridge pci0000:<PXB_i> holding a virtio-net
+# NIC (rxe<i> on it) and an edu function (GPU<i>), found by their places.
+chroot $R /sbin/modprobe virtio_net || fail "modprobe virtio_net"
+chroot $R /usr/sbin/ip link set lo up
+: >$R/etc/rxevm-pcie-pairs; gpus=; i=0
+for hb in $PXB_BUSES; do
+    nic=; gpu=; ndev=
+    for d in /sys/devices/pci0000:$hb/*/*; do
+        [ -f "$d/vendor" ] || continue
+        case "$(cat $d/vendor):$(cat $d/device)" in
+        0x1af4:0x1041|0x1af4:0x1000) nic=${d##*/}; ndev=$(ls $d/virtio*/net 2>/dev/null | head -n1) ;;
+        0x1234:0x11e8) gpu=${d##*/} ;;
+        esac
+    done
+    [ -n "$nic" ] && [ -n "$ndev" ] && [ -n "$gpu" ] || fail "pair $i below pci0000:$hb"
+    chroot $R /usr/sbin/ip link set "$ndev" mtu "$MTU" up || fail "link $ndev"
+    echo 1 >/sys/class/net/$ndev/queues/rx-0/rps_cpus
+    chroot $R /usr/bin/rdma link add rxe$i type rxe netdev "$ndev" || fail "rxe$i"
+    echo "pair $i: host bridge pci0000:$hb numa_node $(cat /sys/bus/pci/devices/$gpu/numa_node) nic $nic netdev $ndev rxe$i gpu $gpu" >>$R/etc/rxevm-pcie-pairs
+    gpus=${gpus:+$gpus,}$gpu; i=$((i + 1))
+done
+echo "export RC_GDR_FAKE_CUDA_DEVICES=$i RC_GDR_FAKE_CUDA_PCI_BUS_ID=$gpus" >$R/etc/rxevm-gpus.env
+NRXE=$i
+fi
 # Wait for ACTIVE ports with GID[0] (rxe only has RoCE v2 GIDs, index 1 stays empty).
 i=0; n=0; while [ $i -lt "$NRXE" ]; do
     p=/sys/class/infiniband/rxe$i/ports/1
@@ -332,6 +367,31 @@ console_tail() {
     echo "rxe-vm: ---" >&2
 }
 
+# --pcie-pairs: the host bridges' bus numbers (hex), one per pair
+pcie_pairs_buses() {
+    local i
+    for ((i = 0; i < PCIE_PAIRS; ++i)); do printf '%02x ' $((0x20 * (i + 1))); done
+}
+
+# q35 with one NUMA node per pair, each pair a pxb-pcie host bridge on its
+# node with two root ports: a virtio-net NIC and an edu function (the "GPU");
+# all NICs on one hub, a wire as the veth pair was.
+pcie_pairs_args() {
+    local i bus mem=$((MEM / PCIE_PAIRS))
+    cmdline[4]=q35,accel=tcg
+    for ((i = 0; i < PCIE_PAIRS; ++i)); do
+        bus=$((0x20 * (i + 1)))
+        cmdline+=(-object "memory-backend-ram,id=mem$i,size=${mem}M"
+                  -numa "node,nodeid=$i,memdev=mem$i"
+                  -device "pxb-pcie,id=pxb$i,bus_nr=$bus,numa_node=$i,bus=pcie.0"
+                  -device "pcie-root-port,id=rpn$i,bus=pxb$i,chassis=$((2 * i + 1)),slot=0,addr=0x0"
+                  -device "pcie-root-port,id=rpg$i,bus=pxb$i,chassis=$((2 * i + 2)),slot=0,addr=0x1"
+                  -netdev "hubport,id=hp$i,hubid=0"
+                  -device "virtio-net-pci,netdev=hp$i,bus=rpn$i,mac=52:54:00:00:00:$((10 + i))"
+                  -device "edu,bus=rpg$i")
+    done
+}
+
 run_vm() {
     local margin qrc=0 rc i append cmdline qpid
     RUN=$(mktemp -d /tmp/rxevm-run.XXXXXX)
@@ -342,6 +402,7 @@ run_vm() {
     margin=$((TIMEOUT / 8)); [ $margin -le 30 ] || margin=30; [ $margin -ge 8 ] || margin=8
     {
         echo "MTU=$MTU NRXE=$NRXE FRESH_TMP=$FRESH_TMP RW_N=${#RW_DIRS[@]}"
+        echo "PCIE_PAIRS=$PCIE_PAIRS PXB_BUSES='$(pcie_pairs_buses)'"
         echo "KVER=$KVER DEADLINE=$(( $(date +%s) + TIMEOUT - margin ))"
         printf 'KROOT=%q\n' "$KROOT"
         for i in "${!RW_DIRS[@]}"; do printf 'RW_%d=%q\n' "$i" "${RW_DIRS[$i]}"; done
@@ -359,6 +420,7 @@ run_vm() {
         -device virtio-9p-pci,fsdev=fsroot,mount_tag=rxevm_root
         -fsdev "local,id=fsrun,path=$RUN,security_model=none"
         -device virtio-9p-pci,fsdev=fsrun,mount_tag=rxevm_run)
+    [ "$PCIE_PAIRS" = 0 ] || pcie_pairs_args
     for i in "${!RW_DIRS[@]}"; do
         cmdline+=(-fsdev "local,id=fsrw$i,path=$(qv "${RW_DIRS[$i]}"),security_model=none"
                   -device "virtio-9p-pci,fsdev=fsrw$i,mount_tag=rxevm_rw$i")

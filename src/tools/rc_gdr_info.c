@@ -7,7 +7,9 @@
  * Beside the chain, the limits on registrations it records as evidence:
  * the locked-memory limit, each NIC's MR count limit, each GPU's BAR1
  * aperture, and what the md does when a GPU registration is refused at run
- * time (bounce lane or error).
+ * time (bounce lane or error); whether registrations use PCIe relaxed
+ * ordering; and the GPU x NIC matrix at a glance, as `nvidia-smi topo -m`
+ * shows it (distance class and the lane of each direction).
  *
  * Exit status: 0; 1 for bad usage or configuration; 2 with --require-gdr
  * when no pair can use GDR.
@@ -36,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 
@@ -45,6 +48,8 @@
 
 #define RC_GDR_INFO_EXIT_USAGE     1
 #define RC_GDR_INFO_EXIT_NO_GDR    2
+
+#define RC_GDR_INFO_KNOB_RELAXED_ORDERING "UCX_RC_GDR_PCI_RELAXED_ORDERING"
 
 
 typedef struct rc_gdr_info_gpu {
@@ -64,6 +69,9 @@ typedef struct rc_gdr_info_nic {
     uct_rc_gdr_gate_nic_t    facts;
     uint64_t                 max_mr;       /* UCT_RC_GDR_LIMIT_UNKNOWN: */
     uint64_t                 max_mr_size;  /* ibv_query_device failed */
+    int                      ro_errno;     /* relaxed ordering probe: 0
+                                              taken, -1 not probed */
+    char                     column[72];   /* "mlx5_0:1" in the matrix */
 } rc_gdr_info_nic_t;
 
 
@@ -79,6 +87,7 @@ typedef struct rc_gdr_info {
     char                     no_gpu[384];  /* why no GPU is listed, or "" */
     char                     no_nic[128];  /* why no NIC is listed, or "" */
     uct_rc_gdr_limit_t       memlock;
+    const char               *relaxed_order; /* the knob's value, "auto" */
 } rc_gdr_info_t;
 
 
@@ -280,6 +289,8 @@ static rc_gdr_info_nic_t *rc_gdr_info_nic_add(rc_gdr_info_t *info,
     nic->facts.peermem_errno = UCT_RC_GDR_GATE_NOT_PROBED;
     nic->max_mr              = UCT_RC_GDR_LIMIT_UNKNOWN;
     nic->max_mr_size         = UCT_RC_GDR_LIMIT_UNKNOWN;
+    nic->ro_errno            = -1;
+    snprintf(nic->column, sizeof(nic->column), "%s:%u", name, port);
     return nic;
 }
 
@@ -296,6 +307,7 @@ static void rc_gdr_info_probe_device(rc_gdr_info_t *info,
     rc_gdr_info_nic_t *nic;
     struct ibv_pd *pd;
     uint8_t port;
+    int ro_errno;
 
     context = ibv_open_device(device);
     pd      = (context != NULL) ? ibv_alloc_pd(context) : NULL;
@@ -313,11 +325,15 @@ static void rc_gdr_info_probe_device(rc_gdr_info_t *info,
         dev_attr.phys_port_cnt = 1;
     }
 
+    /* As the md does at open: a property of the device, not of a port */
+    ro_errno = uct_rc_gdr_probe_relaxed_order(pd);
     for (port = 1; port <= dev_attr.phys_port_cnt; ++port) {
         nic = rc_gdr_info_nic_add(info, name, port);
         if (nic == NULL) {
             break;
         }
+
+        nic->ro_errno = ro_errno;
 
         if (dev_attr.max_mr > 0) {
             nic->max_mr      = dev_attr.max_mr;
@@ -466,8 +482,46 @@ static void rc_gdr_info_print_bar1(const uct_rc_gdr_limit_t *bar1)
     }
 }
 
+/* What the md would do about relaxed ordering with this NIC: "on", "off"
+ * or "error" (the md does not open), and why */
+static const char *rc_gdr_info_relaxed_order(const rc_gdr_info_t *info,
+                                             const rc_gdr_info_nic_t *nic,
+                                             char *why, size_t max)
+{
+    int knob_no  = !strcasecmp(info->relaxed_order, "no") ||
+                   !strcasecmp(info->relaxed_order, "off") ||
+                   !strcasecmp(info->relaxed_order, "n") ||
+                   !strcmp(info->relaxed_order, "0");
+    int knob_yes = !strcasecmp(info->relaxed_order, "yes") ||
+                   !strcasecmp(info->relaxed_order, "on") ||
+                   !strcasecmp(info->relaxed_order, "y") ||
+                   !strcmp(info->relaxed_order, "1");
+
+    if (knob_no) {
+        snprintf(why, max, "%s=%s", RC_GDR_INFO_KNOB_RELAXED_ORDERING,
+                 info->relaxed_order);
+        return "off";
+    } else if (nic->ro_errno < 0) {
+        snprintf(why, max, "the device did not open");
+        return "off";
+    } else if (nic->ro_errno == 0) {
+        snprintf(why, max, "the device takes IBV_ACCESS_RELAXED_ORDERING; "
+                 "%s=%s", RC_GDR_INFO_KNOB_RELAXED_ORDERING,
+                 info->relaxed_order);
+        return "on";
+    }
+
+    snprintf(why, max, "the device refuses IBV_ACCESS_RELAXED_ORDERING "
+             "(ibv_reg_mr: %s)%s", strerror(nic->ro_errno),
+             knob_yes ? "; with " RC_GDR_INFO_KNOB_RELAXED_ORDERING "=yes "
+                        "the memory domain does not open" : "");
+    return knob_yes ? "error" : "off";
+}
+
 static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
 {
+    char ro_why[160];
+    const char *ro;
     char max_mr[32], max_mr_size[32];
     unsigned i;
 
@@ -509,6 +563,11 @@ static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
             rc_gdr_info_print_json_limit(info->nics[i].max_mr);
             printf(", \"max_mr_size\": ");
             rc_gdr_info_print_json_limit(info->nics[i].max_mr_size);
+            ro = rc_gdr_info_relaxed_order(info, &info->nics[i], ro_why,
+                                           sizeof(ro_why));
+            printf(", \"relaxed_ordering\": \"%s\", "
+                   "\"relaxed_ordering_why\": ", ro);
+            uct_rc_gdr_gate_print_json_string(stdout, ro_why);
             printf("}");
         }
         printf("], \"memlock\": ");
@@ -553,6 +612,9 @@ static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
                                      sizeof(max_mr)),
                uct_rc_gdr_limits_str(info->nics[i].max_mr_size, 1,
                                      max_mr_size, sizeof(max_mr_size)));
+        ro = rc_gdr_info_relaxed_order(info, &info->nics[i], ro_why,
+                                       sizeof(ro_why));
+        printf("  relaxed ordering %s (%s)\n", ro, ro_why);
     }
     rc_gdr_info_print_limits(info);
     printf("\n");
@@ -598,7 +660,8 @@ static int rc_gdr_info_probe_pair(const char *sysfs_root,
 /* Evaluate and print one pair; returns whether it has a GDR lane */
 static int rc_gdr_info_pair(const rc_gdr_info_t *info,
                             const rc_gdr_info_gpu_t *gpu,
-                            const rc_gdr_info_nic_t *nic, int first)
+                            const rc_gdr_info_nic_t *nic, int first,
+                            uct_rc_gdr_gate_cell_t *cell)
 {
     uct_rc_gdr_gate_result_t result;
     uct_rc_gdr_topo_t topo;
@@ -624,8 +687,11 @@ static int rc_gdr_info_pair(const rc_gdr_info_t *info,
     if ((status != UCS_OK) && (status != UCS_ERR_UNSUPPORTED)) {
         fprintf(stderr, "rc_gdr_info: %s <-> %s: evaluation failed: %s\n",
                 gpu->name, nic->name, ucs_status_string(status));
+        uct_rc_gdr_gate_cell_set(cell, NULL);
         return 0;
     }
+
+    uct_rc_gdr_gate_cell_set(cell, &result);
 
     if (info->json) {
         printf("%s", first ? "" : ", ");
@@ -666,6 +732,9 @@ rc_gdr_info_log_to_stderr(const char *file, unsigned line, const char *function,
 
 int main(int argc, char **argv)
 {
+    const char *gpu_names[RC_GDR_INFO_MAX_GPUS];
+    const char *nic_names[RC_GDR_INFO_MAX_NICS];
+    uct_rc_gdr_gate_cell_t *cells = NULL;
     rc_gdr_info_t *info;
     unsigned g, n, num_gdr = 0, num_pairs = 0;
     int ret = 0;
@@ -688,6 +757,11 @@ int main(int argc, char **argv)
         info->config.require = UCT_RC_GDR_REQUIRE_GDR;
     }
 
+    info->relaxed_order = getenv(RC_GDR_INFO_KNOB_RELAXED_ORDERING);
+    if ((info->relaxed_order == NULL) || (info->relaxed_order[0] == '\0')) {
+        info->relaxed_order = "auto";
+    }
+
     rc_gdr_info_find_gpus(info);
     rc_gdr_info_find_nics(info);
     uct_rc_gdr_limits_memlock(&info->memlock);
@@ -697,20 +771,40 @@ int main(int argc, char **argv)
     }
     rc_gdr_info_print_header(info);
 
+    cells = calloc(info->num_gpus * info->num_nics + 1, sizeof(*cells));
+    if (cells == NULL) {
+        fprintf(stderr, "rc_gdr_info: out of memory\n");
+        ret = RC_GDR_INFO_EXIT_USAGE;
+        goto out_free;
+    }
+
     for (g = 0; g < info->num_gpus; ++g) {
+        gpu_names[g] = info->gpus[g].name;
         for (n = 0; n < info->num_nics; ++n) {
             num_gdr += rc_gdr_info_pair(info, &info->gpus[g], &info->nics[n],
-                                        num_pairs == 0);
+                                        num_pairs == 0,
+                                        &cells[g * info->num_nics + n]);
             ++num_pairs;
         }
     }
+    for (n = 0; n < info->num_nics; ++n) {
+        nic_names[n] = info->nics[n].column;
+    }
 
     if (info->json) {
-        printf("], \"gdr_pairs\": %u}\n", num_gdr);
+        printf("], \"matrix\": ");
+        uct_rc_gdr_gate_print_matrix_json(gpu_names, info->num_gpus,
+                                          nic_names, info->num_nics, cells,
+                                          stdout);
+        printf(", \"gdr_pairs\": %u}\n", num_gdr);
     } else if (num_pairs == 0) {
         printf("No GPU x NIC pair to evaluate.\n");
     } else {
-        printf("%u of %u GPU x NIC pairs can use GDR.\n", num_gdr, num_pairs);
+        printf("GPU x NIC:\n");
+        uct_rc_gdr_gate_print_matrix(gpu_names, info->num_gpus, nic_names,
+                                     info->num_nics, cells, stdout);
+        printf("\n%u of %u GPU x NIC pairs can use GDR.\n", num_gdr,
+               num_pairs);
     }
 
     if (info->require_gdr && (num_gdr == 0)) {
@@ -723,6 +817,7 @@ int main(int argc, char **argv)
     }
 
 out_free:
+    free(cells);
     free(info);
     return ret;
 }

@@ -607,7 +607,8 @@ TEST_F(cuda_fake, device_attributes)
                          UCT_RC_GDR_CUDA_DEV_ATTR_WRITES_ORDERING |
                          UCT_RC_GDR_CUDA_DEV_ATTR_FLUSH_OPTIONS |
                          UCT_RC_GDR_CUDA_DEV_ATTR_VMM |
-                         UCT_RC_GDR_CUDA_DEV_ATTR_MEMPOOLS;
+                         UCT_RC_GDR_CUDA_DEV_ATTR_MEMPOOLS |
+                         UCT_RC_GDR_CUDA_DEV_ATTR_PCI_LOCATION;
     uct_rc_gdr_cuda_dev_attr_t a;
     int count;
 
@@ -619,6 +620,10 @@ TEST_F(cuda_fake, device_attributes)
     EXPECT_EQ(0, a.ordinal);
     EXPECT_EQ(all, a.valid_mask);
     EXPECT_STREQ("0000:1a:00.0", a.pci_bus_id); /* lower-cased */
+    /* what UCX's topology is given: the same place, as numbers */
+    EXPECT_EQ(0, a.pci_domain);
+    EXPECT_EQ(0x1a, a.pci_bus);
+    EXPECT_EQ(0, a.pci_device);
     EXPECT_EQ(8, a.cc_major);
     EXPECT_EQ(0, a.cc_minor);
     EXPECT_EQ(1, a.gdr_supported);
@@ -632,6 +637,7 @@ TEST_F(cuda_fake, device_attributes)
     /* the driver cannot tell: not valid, rather than a zero */
     EXPECT_EQ(all & ~UCT_RC_GDR_CUDA_DEV_ATTR_FLUSH_OPTIONS, a.valid_mask);
     EXPECT_STREQ("0000:9b:00.0", a.pci_bus_id);
+    EXPECT_EQ(0x9b, a.pci_bus);
     EXPECT_EQ(9, a.cc_major);
     EXPECT_EQ(0, a.dmabuf_supported);
     EXPECT_EQ(UCT_RC_GDR_CUDA_WRITES_ORDERING_OWNER, a.writes_ordering);
@@ -1248,6 +1254,11 @@ TEST_F(cuda_gpu, attributes)
         for (p = a.pci_bus_id; *p != '\0'; ++p) {
             EXPECT_FALSE(isupper((unsigned char)*p)) << a.pci_bus_id;
         }
+        /* the numbers UCX's topology takes name the same function */
+        ASSERT_TRUE(a.valid_mask & UCT_RC_GDR_CUDA_DEV_ATTR_PCI_LOCATION);
+        EXPECT_EQ(domain, (unsigned)a.pci_domain);
+        EXPECT_EQ(bus, (unsigned)a.pci_bus);
+        EXPECT_EQ(dev, (unsigned)a.pci_device);
         if (a.valid_mask & UCT_RC_GDR_CUDA_DEV_ATTR_WRITES_ORDERING) {
             EXPECT_TRUE((a.writes_ordering == 0) ||
                         (a.writes_ordering == 100) ||

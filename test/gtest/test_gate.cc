@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include "test_log.h"
+#include "test_sysfs.h"
 
 extern "C" {
 #include <uct/ib_gdr/rc_gdr_gate.h>
+#include <uct/ib_gdr/rc_gdr_topo.h>
 #include <ucs/config/global_opts.h>
 #include <ucs/debug/log_def.h>
 }
@@ -754,3 +756,99 @@ TEST(test_rc_gdr_info, no_gpu_json_and_require) {
     nftw(root, remove_entry, 4, FTW_DEPTH | FTW_PHYS);
 }
 #endif
+
+
+/*
+ * The GPU x NIC matrix rc_gdr_info prints, as nvidia-smi topo -m: over a
+ * synthetic two-socket tree, each cell's distance class, the nearest NIC of
+ * each GPU and the lane of each direction the gate gives.
+ *
+ *  pci0000:00 (node 0): 00:01.0 -> switch 01:00.0 -> 02:00.0 GPU0 03:00.0,
+ *                                                    02:01.0 mlx5_0 04:00.0
+ *  pci0000:80 (node 1): 80:01.0 -> switch 81:00.0 -> 82:00.0 GPU1 83:00.0,
+ *                                                    82:01.0 mlx5_1 84:00.0
+ */
+TEST_F(test_rc_gdr_gate, matrix_of_two_sockets) {
+    const char *sw0 = "pci0000:00/0000:00:01.0/0000:01:00.0";
+    const char *sw1 = "pci0000:80/0000:80:01.0/0000:81:00.0";
+    const char *gpus[] = {"GPU0", "GPU1"};
+    const char *bdfs[] = {"0000:03:00.0", "0000:83:00.0"};
+    const char *nics[] = {"mlx5_0", "mlx5_1"};
+    const char *columns[] = {"mlx5_0:1", "mlx5_1:1"};
+    uct_rc_gdr_gate_cell_t cells[4];
+    rc_gdr_sysfs sysfs;
+
+    sysfs.add_pci(std::string(sw0) + "/0000:02:00.0/0000:03:00.0", 0,
+                  "0x10de", "0x030200");
+    sysfs.add_pci(std::string(sw0) + "/0000:02:01.0/0000:04:00.0", 0);
+    sysfs.add_pci(std::string(sw1) + "/0000:82:00.0/0000:83:00.0", 1,
+                  "0x10de", "0x030200");
+    sysfs.add_pci(std::string(sw1) + "/0000:82:01.0/0000:84:00.0", 1);
+    sysfs.add_ib("mlx5_0", std::string(sw0) + "/0000:02:01.0/0000:04:00.0");
+    sysfs.add_ib("mlx5_1", std::string(sw1) + "/0000:82:01.0/0000:84:00.0");
+
+    /* GPU1 has no DMA-BUF: peermem where it is near */
+    for (unsigned g = 0; g < 2; ++g) {
+        m_gpu.name             = gpus[g];
+        m_gpu.pci_bdf          = bdfs[g];
+        m_gpu.dmabuf_supported = (g == 0);
+        for (unsigned n = 0; n < 2; ++n) {
+            m_nic.name = nics[n];
+            ASSERT_EQ(UCS_OK, uct_rc_gdr_topo_classify(sysfs.root(), bdfs[g],
+                                                       nics[n], &m_topo));
+            ASSERT_EQ(UCS_OK, evaluate());
+            uct_rc_gdr_gate_cell_set(&cells[g * 2 + n], &m_result);
+        }
+    }
+
+    EXPECT_EQ(UCT_RC_GDR_DIST_PIX, cells[0].dist);
+    EXPECT_EQ(UCT_RC_GDR_DIST_SYS, cells[1].dist);
+
+    char *text  = NULL;
+    size_t size = 0;
+    FILE *stream = open_memstream(&text, &size);
+    ASSERT_TRUE(stream != NULL);
+    uct_rc_gdr_gate_print_matrix(gpus, 2, columns, 2, cells, stream);
+    fclose(stream);
+    std::string matrix(text, size);
+    free(text);
+
+    /* A header of NICs, a row per GPU: the near NIC marked, GDR by the
+     * GPU's mechanism; the far one across sockets bounces */
+    std::vector<std::string> lines;
+    for (size_t pos = 0, next; pos < matrix.size(); pos = next + 1) {
+        next = matrix.find('\n', pos);
+        lines.push_back(matrix.substr(pos, next - pos));
+    }
+    ASSERT_GE(lines.size(), 3u) << matrix;
+    EXPECT_TRUE(contains(lines[0], "mlx5_0:1")) << matrix;
+    EXPECT_LT(lines[0].find("mlx5_0:1"), lines[0].find("mlx5_1:1"));
+    EXPECT_EQ(0u, lines[1].find("GPU0")) << matrix;
+    EXPECT_TRUE(contains(lines[1], "PIX* dmabuf/dmabuf")) << matrix;
+    EXPECT_TRUE(contains(lines[1], "SYS bounce/bounce")) << matrix;
+    EXPECT_LT(lines[1].find("PIX*"), lines[1].find("SYS"));
+    EXPECT_EQ(0u, lines[2].find("GPU1")) << matrix;
+    EXPECT_TRUE(contains(lines[2], "SYS bounce/bounce")) << matrix;
+    EXPECT_TRUE(contains(lines[2], "PIX* peermem/peermem")) << matrix;
+    EXPECT_LT(lines[2].find("SYS"), lines[2].find("PIX*"));
+    /* Columns line up under their NIC */
+    EXPECT_EQ(lines[0].find("mlx5_1:1"), lines[1].find("SYS"));
+    EXPECT_TRUE(contains(matrix, "Legend"));
+
+    stream = open_memstream(&text, &size);
+    ASSERT_TRUE(stream != NULL);
+    uct_rc_gdr_gate_print_matrix_json(gpus, 2, columns, 2, cells, stream);
+    fclose(stream);
+    std::string json(text, size);
+    free(text);
+    EXPECT_TRUE(json_checker::valid(json)) << json;
+    EXPECT_TRUE(contains(json, "\"nics\": [\"mlx5_0:1\", \"mlx5_1:1\"]"))
+            << json;
+    EXPECT_TRUE(contains(json, "{\"distance\": \"PIX\", \"nearest\": true, "
+                               "\"nic_reads_gpu\": \"GDR_DMABUF\", "
+                               "\"nic_writes_gpu\": \"GDR_DMABUF\"}"))
+            << json;
+    EXPECT_TRUE(contains(json, "{\"distance\": \"SYS\", \"nearest\": false, "
+                               "\"nic_reads_gpu\": \"BOUNCE\""))
+            << json;
+}

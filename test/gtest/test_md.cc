@@ -7,12 +7,14 @@
  */
 
 #include "test_log.h"
+#include "test_sysfs.h"
 
 #include <uct/ib_gdr/rc_gdr_addr.h>
 #include <uct/ib_gdr/rc_gdr_cuda.h>
 #include <ucm/api/ucm.h>
 #include <uct/api/uct.h>
 #include <ucs/async/async.h>
+#include <ucs/sys/topo/base/topo.h>
 #include <infiniband/verbs.h>
 #include "../mocks/mock_verbs.h"
 
@@ -44,6 +46,10 @@ typedef struct {
 /* uct_rc_gdr_md_reg_cause_t */
 const int CAUSE_LIMIT   = 0;
 const int CAUSE_REFUSED = 1;
+
+/* What every registration adds by default (UCX_RC_GDR_PCI_RELAXED_ORDERING
+ * auto) on the stand-in device, which takes it */
+const int RO = IBV_ACCESS_RELAXED_ORDERING;
 
 const unsigned CACHE_SHARE  = 1; /* UCT_RC_GDR_RCACHE_GET_FLAG_SHARE */
 const unsigned CACHE_RETAIN = 2; /* UCT_RC_GDR_RCACHE_GET_FLAG_RETAIN */
@@ -746,7 +752,7 @@ TEST_F(md, host_access_flags) {
         uct_mem_h memh = reg(buf, length, c.flags);
 
         ASSERT_TRUE(mock_verbs_find((uintptr_t)buf, &mr)) << c.flags;
-        EXPECT_EQ(c.access, mr.access) << std::hex << c.flags;
+        EXPECT_EQ(c.access | RO, mr.access) << std::hex << c.flags;
         EXPECT_EQ(c.rkey_no, rkey(memh).flags &
                              (UCT_RC_GDR_RKEY_FLAG_NO_READ |
                               UCT_RC_GDR_RKEY_FLAG_NO_WRITE))
@@ -776,7 +782,7 @@ TEST_F(md, internal_buffers_local_write) {
 
     ASSERT_EQ(UCS_OK, the_module().reg_internal(m_md, buf, length, &ibmr));
     ASSERT_TRUE(mock_verbs_find((uintptr_t)buf, &mr));
-    EXPECT_EQ(IBV_ACCESS_LOCAL_WRITE, mr.access);
+    EXPECT_EQ(IBV_ACCESS_LOCAL_WRITE | RO, mr.access);
     EXPECT_EQ(0, ibv_dereg_mr(ibmr));
     munmap(buf, length);
 }
@@ -816,7 +822,7 @@ TEST_F(md, gpu_access_follows_policy) {
     ASSERT_EQ(UCS_OK, open());
     memh = reg(gpu, length);
     ASSERT_TRUE(mock_verbs_find((uintptr_t)gpu, &mr));
-    EXPECT_EQ(all, mr.access);
+    EXPECT_EQ(all | RO, mr.access);
     dereg(memh);
     close();
 
@@ -824,7 +830,8 @@ TEST_F(md, gpu_access_follows_policy) {
     ASSERT_EQ(UCS_OK, open());
     memh = reg(gpu, length);
     ASSERT_TRUE(mock_verbs_find((uintptr_t)gpu, &mr));
-    EXPECT_EQ(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, mr.access);
+    EXPECT_EQ(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | RO,
+              mr.access);
     EXPECT_TRUE(rkey(memh).flags & UCT_RC_GDR_RKEY_FLAG_NO_READ);
     dereg(memh);
     close();
@@ -1140,6 +1147,184 @@ TEST_F(md, iface_refuses_multi_thread_worker) {
     uct_config_release(config);
     uct_worker_destroy(worker);
     ucs_async_context_destroy(async);
+}
+
+
+/*
+ * Relaxed ordering (UCX_RC_GDR_PCI_RELAXED_ORDERING): auto asks for it in
+ * every registration, host and GPU, where the device takes it, and turns it
+ * off where the device refuses it; yes there is an error at open, no never
+ * asks.
+ */
+TEST_F(md, relaxed_ordering_auto) {
+    const size_t length = 65536;
+    char *buf           = (char*)map(length);
+    struct ibv_mr *ibmr = NULL;
+    mock_verbs_mr_t mr;
+    uct_mem_h memh;
+
+    /* A device that takes it: host, GPU and staging registrations */
+    ASSERT_EQ(UCS_OK, open());
+    memh = reg(buf, length);
+    ASSERT_TRUE(mock_verbs_find((uintptr_t)buf, &mr));
+    EXPECT_EQ(RO, mr.access & RO);
+    dereg(memh);
+    ASSERT_EQ(UCS_OK, the_module().reg_internal(m_md, buf + 4096, 4096,
+                                                &ibmr));
+    ASSERT_TRUE(mock_verbs_find((uintptr_t)buf + 4096, &mr));
+    EXPECT_EQ(RO, mr.access & RO);
+    EXPECT_EQ(0, ibv_dereg_mr(ibmr));
+    if (emulated_gpu()) {
+        char *gpu = (char*)gpu_alloc(1, length);
+
+        memh = reg(gpu, length);
+        ASSERT_TRUE(mock_verbs_find((uintptr_t)gpu, &mr));
+        EXPECT_EQ(RO, mr.access & RO) << "GPU memory";
+        dereg(memh);
+        close();
+        EXPECT_EQ(UCS_OK, uct_rc_gdr_cuda_mem_free(gpu));
+    }
+    close();
+
+    /* A device that refuses it: off, and registrations still succeed */
+    mock_verbs_reset();
+    mock_verbs_refuse_access(RO);
+    ASSERT_EQ(UCS_OK, open_keep_mock());
+    memh = reg(buf, length);
+    ASSERT_TRUE(mock_verbs_find((uintptr_t)buf, &mr));
+    EXPECT_EQ(0, mr.access & RO);
+    dereg(memh);
+    close();
+    munmap(buf, length);
+}
+
+TEST_F(md, relaxed_ordering_yes_refused_at_open) {
+    set("PCI_RELAXED_ORDERING", "yes");
+    mock_verbs_reset();
+    mock_verbs_refuse_access(RO);
+    {
+        log_capture capture;
+
+        EXPECT_EQ(UCS_ERR_UNSUPPORTED, open_keep_mock());
+        EXPECT_TRUE(captured_log_has("UCX_RC_GDR_PCI_RELAXED_ORDERING=yes, "
+                                     "but the device refuses"))
+                << (captured_log.empty() ? "" : captured_log[0]);
+    }
+
+    /* Where it is taken, yes is what auto does */
+    ASSERT_EQ(UCS_OK, open());
+    const size_t length = 4096;
+    char *buf           = (char*)map(length);
+    mock_verbs_mr_t mr;
+    uct_mem_h memh      = reg(buf, length);
+
+    ASSERT_TRUE(mock_verbs_find((uintptr_t)buf, &mr));
+    EXPECT_EQ(RO, mr.access & RO);
+    dereg(memh);
+    munmap(buf, length);
+}
+
+TEST_F(md, relaxed_ordering_no) {
+    set("PCI_RELAXED_ORDERING", "no");
+    ASSERT_EQ(UCS_OK, open());
+
+    const size_t length = 4096;
+    char *buf           = (char*)map(length);
+    mock_verbs_mr_t mr;
+    uct_mem_h memh      = reg(buf, length);
+
+    ASSERT_TRUE(mock_verbs_find((uintptr_t)buf, &mr));
+    EXPECT_EQ(0, mr.access & RO);
+    dereg(memh);
+    munmap(buf, length);
+}
+
+
+/*
+ * UCP ranks lanes by the distance between a buffer's system device and each
+ * lane's: the NIC's device is the PCI function behind its verbs device, found
+ * as UCX's IB transports find theirs (ibdev_path/device in sysfs).
+ */
+TEST_F(md, nic_system_device) {
+    rc_gdr_sysfs sysfs;
+    uct_tl_resource_desc_t *resources;
+    unsigned num_resources;
+    ucs_sys_bus_id_t bus_id;
+
+    sysfs.add_pci("pci0000:40/0000:40:01.0/0000:43:00.1", 0);
+    sysfs.add_ib(MOCK_VERBS_DEVICE_NAME, "pci0000:40/0000:40:01.0/"
+                                         "0000:43:00.1");
+    mock_verbs_reset();
+    mock_verbs_set_ibdev_path((std::string(sysfs.root()) +
+                               "/class/infiniband/" MOCK_VERBS_DEVICE_NAME)
+                                      .c_str());
+    ASSERT_EQ(UCS_OK, open_keep_mock());
+
+    ASSERT_EQ(UCS_OK, uct_md_query_tl_resources(m_md, &resources,
+                                                &num_resources));
+    ASSERT_EQ(1u, num_resources);
+    EXPECT_STREQ(MOCK_VERBS_DEVICE_NAME ":1", resources[0].dev_name);
+    ASSERT_NE(UCS_SYS_DEVICE_ID_UNKNOWN, resources[0].sys_device);
+    ASSERT_EQ(UCS_OK, ucs_topo_get_device_bus_id(resources[0].sys_device,
+                                                 &bus_id));
+    EXPECT_EQ(0, bus_id.domain);
+    EXPECT_EQ(0x43, bus_id.bus);
+    EXPECT_EQ(0, bus_id.slot);
+    EXPECT_EQ(1, bus_id.function);
+    /* ucx_info -d prints it by the NIC's name, as for rc_verbs */
+    EXPECT_STREQ(MOCK_VERBS_DEVICE_NAME,
+                 ucs_topo_sys_device_get_name(resources[0].sys_device));
+    uct_release_tl_resource_list(resources);
+    close();
+
+    /* rxe, siw: no PCI function, the device stays unknown */
+    mock_verbs_reset();
+    sysfs.add_virtual_ib("rxe0");
+    mock_verbs_set_ibdev_path((std::string(sysfs.root()) +
+                               "/class/infiniband/rxe0").c_str());
+    ASSERT_EQ(UCS_OK, open_keep_mock());
+    ASSERT_EQ(UCS_OK, uct_md_query_tl_resources(m_md, &resources,
+                                                &num_resources));
+    ASSERT_EQ(1u, num_resources);
+    EXPECT_EQ(UCS_SYS_DEVICE_ID_UNKNOWN, resources[0].sys_device);
+    uct_release_tl_resource_list(resources);
+}
+
+
+/* The md's memory query places CUDA memory on its GPU: the PCI location the
+ * driver gives (RC_GDR_FAKE_CUDA_PCI_BUS_ID of test_cuda.cc) */
+TEST_F(md, gpu_memory_system_device) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    const size_t length = 1 << 20;
+    const uint8_t buses[] = {0x1a, 0x9b};
+    ucs_sys_device_t sys_devs[2];
+    uct_md_mem_attr_t attr;
+    ucs_sys_bus_id_t bus_id;
+    int ordinal;
+
+    ASSERT_EQ(UCS_OK, open());
+    for (ordinal = 0; ordinal < 2; ++ordinal) {
+        char *gpu = (char*)gpu_alloc(ordinal, length);
+
+        memset(&attr, 0, sizeof(attr));
+        attr.field_mask = UCT_MD_MEM_ATTR_FIELD_MEM_TYPE |
+                          UCT_MD_MEM_ATTR_FIELD_SYS_DEV;
+        ASSERT_EQ(UCS_OK, uct_md_mem_query(m_md, gpu + 4096, 64, &attr));
+        EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, attr.mem_type);
+        ASSERT_NE(UCS_SYS_DEVICE_ID_UNKNOWN, attr.sys_dev) << "GPU" << ordinal;
+        ASSERT_EQ(UCS_OK, ucs_topo_get_device_bus_id(attr.sys_dev, &bus_id));
+        EXPECT_EQ(0, bus_id.domain);
+        EXPECT_EQ(buses[ordinal], bus_id.bus);
+        EXPECT_EQ(0, bus_id.slot);
+        EXPECT_EQ(0, bus_id.function);
+        sys_devs[ordinal] = attr.sys_dev;
+        EXPECT_EQ(UCS_OK, uct_rc_gdr_cuda_mem_free(gpu));
+    }
+
+    EXPECT_NE(sys_devs[0], sys_devs[1]);
 }
 
 

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +45,7 @@ static struct {
     unsigned           max_mrs;
     unsigned           fork_inits;
     int                fork_init_errno;
+    int                refused_access;
     uint32_t           next_key;
 } mock_verbs = {
     .lock = PTHREAD_MUTEX_INITIALIZER
@@ -61,7 +63,9 @@ void mock_verbs_reset(void)
     mock_verbs.max_mrs    = 0;
     mock_verbs.fork_inits = 0;
     mock_verbs.fork_init_errno = 0;
+    mock_verbs.refused_access  = 0;
     pthread_mutex_unlock(&mock_verbs.lock);
+    mock_verbs_set_ibdev_path(NULL);
 }
 
 unsigned mock_verbs_reg_count(void)
@@ -130,6 +134,13 @@ void mock_verbs_set_max_mrs(unsigned max)
     pthread_mutex_unlock(&mock_verbs.lock);
 }
 
+void mock_verbs_refuse_access(int access)
+{
+    pthread_mutex_lock(&mock_verbs.lock);
+    mock_verbs.refused_access = access;
+    pthread_mutex_unlock(&mock_verbs.lock);
+}
+
 unsigned mock_verbs_fork_init_count(void)
 {
     return mock_verbs.fork_inits;
@@ -170,6 +181,15 @@ static void mock_verbs_device_init(void)
     dev->transport_type = IBV_TRANSPORT_IB;
     mock_verbs.list[0]  = dev;
     mock_verbs.list[1]  = NULL;
+}
+
+void mock_verbs_set_ibdev_path(const char *path)
+{
+    struct ibv_device *dev = &mock_verbs.device;
+
+    mock_verbs_device_init();
+    snprintf(dev->ibdev_path, sizeof(dev->ibdev_path), "%s",
+             (path != NULL) ? path : "/nonexistent/" MOCK_VERBS_DEVICE_NAME);
 }
 
 struct ibv_device **(ibv_get_device_list)(int *num_devices)
@@ -303,6 +323,12 @@ static struct ibv_mr *mock_verbs_reg(struct ibv_pd *pd, void *addr,
     }
     if ((mock_verbs.max_mrs > 0) && (live >= mock_verbs.max_mrs)) {
         errno = ENOMEM;
+        goto err;
+    }
+
+    /* A flag the library or device does not take */
+    if (access & mock_verbs.refused_access) {
+        errno = EINVAL;
         goto err;
     }
 

@@ -6,9 +6,10 @@
  * functions (test/mocks/mock_verbs.dynlist): the module, loaded later with
  * dlopen, binds its verbs calls to these. One device, "mock_verbs0", port 1
  * ACTIVE on Ethernet. Memory registrations are recorded with their access
- * flags and can be made to fail (the Nth one, with an errno, or at an MR
- * count limit); DMA-BUF registration is refused
- * (EOPNOTSUPP), so GPU memory of the stand-in CUDA driver takes peermem.
+ * flags, can be refused for an access flag, and can be made to fail (the Nth
+ * one, with an errno, or at an MR count limit); DMA-BUF registration is
+ * refused (EOPNOTSUPP), so GPU memory of the stand-in CUDA driver takes
+ * peermem. Its sysfs place (ibdev_path) can be set to a synthetic tree.
  *
  * See file LICENSE for terms.
  */
@@ -63,6 +64,17 @@ void mock_verbs_set_max_mrs(unsigned max);
 /* Calls of ibv_fork_init, and whether it fails (errno, 0: succeeds) */
 unsigned mock_verbs_fork_init_count(void);
 void mock_verbs_fail_fork_init(int err);
+
+/* Registrations asking for any of @a access (ibv_access_flags) fail with
+ * EINVAL, as at a device or library that does not take the flag, e.g.
+ * IBV_ACCESS_RELAXED_ORDERING; 0: every flag taken (after
+ * mock_verbs_reset()) */
+void mock_verbs_refuse_access(int access);
+
+/* Where the device says it is in sysfs (ibv_device's ibdev_path, whose
+ * "device" link leads to its PCI function): a synthetic tree's
+ * class/infiniband/<name>; NULL: nowhere, as after mock_verbs_reset() */
+void mock_verbs_set_ibdev_path(const char *path);
 
 #ifdef __cplusplus
 }

@@ -51,8 +51,9 @@ static void gpu_init(void)
 {
     const char *lib = getenv("RC_GDR_CUDA_LIBRARY");
     void *handle    = dlopen(lib ? lib : "libcuda.so.1", RTLD_NOW);
+    const char *per_rank = getenv("MPI_VERIFY_GPU_PER_RANK");
     void *ctx;
-    int dev;
+    int dev, rank, ordinal = 0;
 
     if (handle == NULL) {
         fprintf(stderr, "mpi_verify: --gpu: %s\n", dlerror());
@@ -66,7 +67,13 @@ static void gpu_init(void)
     *(void**)&cu.free       = dlsym(handle, "cuMemFree_v2");
     *(void**)&cu.htod       = dlsym(handle, "cuMemcpyHtoD_v2");
     *(void**)&cu.dtoh       = dlsym(handle, "cuMemcpyDtoH_v2");
-    if (!cu.init || !cu.dtoh || cu.init(0) || cu.device_get(&dev, 0) ||
+    /* MPI_VERIFY_GPU_PER_RANK=N: rank r uses GPU r % N (a GPU per rank,
+     * as on a multi-GPU node) */
+    if ((per_rank != NULL) && (atoi(per_rank) > 0)) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        ordinal = rank % atoi(per_rank);
+    }
+    if (!cu.init || !cu.dtoh || cu.init(0) || cu.device_get(&dev, ordinal) ||
         cu.ctx_retain(&ctx, dev) || cu.ctx_set(ctx)) {
         fprintf(stderr, "mpi_verify: --gpu: CUDA driver not usable\n");
         MPI_Abort(MPI_COMM_WORLD, 2);

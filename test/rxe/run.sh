@@ -109,6 +109,25 @@ test_ucx_info_devices() {
     has_rc_gdr_on rxe0:1 && has_rc_gdr_on rxe1:1
 }
 
+# The System device line of a transport's device in ucx_info -d
+sys_dev_of() {
+    ucx_info -d | grep -A3 "Transport: $1\$" | grep -A2 "Device: $2\$" |
+        grep 'System device' | head -1
+}
+
+# rc_gdr reports each device's system device as rc_verbs does for the same
+# port (UCP ranks lanes by it); rxe has no PCI function: both unknown here
+test_ucx_info_system_device() {
+    local dev ours theirs
+    for dev in rxe0:1 rxe1:1; do
+        ours=$(sys_dev_of rc_gdr "$dev")
+        theirs=$(sys_dev_of rc_verbs "$dev")
+        echo "rc_gdr   $dev: $ours"
+        echo "rc_verbs $dev: $theirs"
+        [ -n "$ours" ] && [ "${ours#*:}" = "${theirs#*:}" ] || return 1
+    done
+}
+
 test_ucx_info_config() {
     ucx_info -c | grep -E '^UCX_RC_GDR_(FAILURE_TIMEOUT|TX_QUEUE_LEN)='
 }
@@ -230,7 +249,11 @@ test_gpu_info() {
         echo "$out" | grep -E 'registration.mechanism +pass +peermem' \
             > /dev/null &&
         echo "$out" | grep 'EMULATED' > /dev/null &&
-        with_emulated_gpu rc_gdr_info --json --require-gdr > /dev/null
+        echo "$out" | grep -E '^  relaxed ordering (on|off) ' > /dev/null &&
+        echo "$out" | grep -E '^GPU x NIC:' > /dev/null &&
+        echo "$out" | grep -E '^GPU0 .*peermem/peermem' > /dev/null &&
+        with_emulated_gpu rc_gdr_info --json --require-gdr |
+            grep '"matrix": {"gpus": \["GPU0"' > /dev/null
 }
 
 # Open MPI moving "GPU" buffers: point-to-point and one-sided, over the GDR
@@ -257,6 +280,7 @@ test_mpi_gpu_bounce() {
 }
 
 run_test ucx_info_lists_rc_gdr_on_rxe_ports test_ucx_info_devices
+run_test ucx_info_system_device_as_rc_verbs test_ucx_info_system_device
 run_test ucx_info_shows_rc_gdr_config      test_ucx_info_config
 run_suite -- 'data.*'
 run_suite -- 'bad_address.*'

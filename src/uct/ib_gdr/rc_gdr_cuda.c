@@ -691,6 +691,20 @@ uct_rc_gdr_cuda_device_attr_query(int ordinal,
     UCT_RC_GDR_CUDA_DEV_ATTR_GET(&attr, dev, MEMPOOLS,
                                  MEMORY_POOLS_SUPPORTED, mempools_supported);
 
+    /* The numbers, not the string: UCX's topology takes a bus id, as its
+     * CUDA transports give it */
+    if (uct_rc_gdr_cuda_device_attr_get(dev, ordinal,
+                                        CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID,
+                                        "PCI_DOMAIN_ID", &attr.pci_domain) &&
+        uct_rc_gdr_cuda_device_attr_get(dev, ordinal,
+                                        CU_DEVICE_ATTRIBUTE_PCI_BUS_ID,
+                                        "PCI_BUS_ID", &attr.pci_bus) &&
+        uct_rc_gdr_cuda_device_attr_get(dev, ordinal,
+                                        CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID,
+                                        "PCI_DEVICE_ID", &attr.pci_device)) {
+        attr.valid_mask |= UCT_RC_GDR_CUDA_DEV_ATTR_PCI_LOCATION;
+    }
+
     *attr_p = attr;
     return UCS_OK;
 }

@@ -112,7 +112,8 @@ enum {
     UCT_RC_GDR_CUDA_DEV_ATTR_WRITES_ORDERING = UCS_BIT(5),
     UCT_RC_GDR_CUDA_DEV_ATTR_FLUSH_OPTIONS   = UCS_BIT(6),
     UCT_RC_GDR_CUDA_DEV_ATTR_VMM             = UCS_BIT(7),
-    UCT_RC_GDR_CUDA_DEV_ATTR_MEMPOOLS        = UCS_BIT(8)
+    UCT_RC_GDR_CUDA_DEV_ATTR_MEMPOOLS        = UCS_BIT(8),
+    UCT_RC_GDR_CUDA_DEV_ATTR_PCI_LOCATION    = UCS_BIT(9)
 };
 
 /*
@@ -135,6 +136,9 @@ typedef struct uct_rc_gdr_cuda_dev_attr {
     int      flush_writes_options;    /* UCT_RC_GDR_CUDA_FLUSH_WRITES_... */
     int      vmm_supported;           /* VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
     int      mempools_supported;      /* MEMORY_POOLS_SUPPORTED */
+    int      pci_domain;              /* PCI_DOMAIN_ID, PCI_BUS_ID and */
+    int      pci_bus;                 /* PCI_DEVICE_ID: where UCX's topology */
+    int      pci_device;              /* places the GPU (function 0) */
 } uct_rc_gdr_cuda_dev_attr_t;
 
 

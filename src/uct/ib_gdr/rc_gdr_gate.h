@@ -252,6 +252,43 @@ void uct_rc_gdr_gate_print_json(const uct_rc_gdr_gate_result_t *result,
                                 FILE *stream);
 
 
+/*
+ * The GPU x NIC matrix, at a glance as `nvidia-smi topo -m` shows it: one
+ * row per GPU, one column per NIC, each cell the PCIe distance class and
+ * the lane of each direction.
+ */
+typedef struct uct_rc_gdr_gate_cell {
+    uct_rc_gdr_dist_t         dist;
+    uct_rc_gdr_lane_t         lane[UCT_RC_GDR_DIR_LAST]; /* _LAST: not
+                                                            evaluated */
+} uct_rc_gdr_gate_cell_t;
+
+
+/** What the matrix shows of one pair's result; NULL: not evaluated. */
+void uct_rc_gdr_gate_cell_set(uct_rc_gdr_gate_cell_t *cell,
+                              const uct_rc_gdr_gate_result_t *result);
+
+
+/**
+ * @param cells  num_gpus x num_nics, row by row (GPU-major).
+ * A legend follows the matrix; a cell marked '*' is a NIC nearest the GPU
+ * (the smallest known distance of its row).
+ */
+void uct_rc_gdr_gate_print_matrix(const char *const *gpus, unsigned num_gpus,
+                                  const char *const *nics, unsigned num_nics,
+                                  const uct_rc_gdr_gate_cell_t *cells,
+                                  FILE *stream);
+
+
+/** The matrix as one JSON object: {"gpus": [], "nics": [], "cells": [[]]} */
+void uct_rc_gdr_gate_print_matrix_json(const char *const *gpus,
+                                       unsigned num_gpus,
+                                       const char *const *nics,
+                                       unsigned num_nics,
+                                       const uct_rc_gdr_gate_cell_t *cells,
+                                       FILE *stream);
+
+
 /** @a str as a quoted JSON string; NULL prints null. */
 void uct_rc_gdr_gate_print_json_string(FILE *stream, const char *str);
 

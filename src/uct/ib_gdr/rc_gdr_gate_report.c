@@ -233,3 +233,178 @@ void uct_rc_gdr_gate_print_json(const uct_rc_gdr_gate_result_t *result,
     }
     fputs("]}", stream);
 }
+
+
+/* Short names of the lanes in the matrix's cells */
+static const char *uct_rc_gdr_gate_cell_lane_name(uct_rc_gdr_lane_t lane)
+{
+    switch (lane) {
+    case UCT_RC_GDR_LANE_GDR_DMABUF:
+        return "dmabuf";
+    case UCT_RC_GDR_LANE_GDR_PEERMEM:
+        return "peermem";
+    case UCT_RC_GDR_LANE_BOUNCE:
+        return "bounce";
+    case UCT_RC_GDR_LANE_REFUSED:
+        return "none";
+    default:
+        return "?";
+    }
+}
+
+void uct_rc_gdr_gate_cell_set(uct_rc_gdr_gate_cell_t *cell,
+                              const uct_rc_gdr_gate_result_t *result)
+{
+    uct_rc_gdr_dir_t dir;
+
+    cell->dist = (result != NULL) ? result->dist : UCT_RC_GDR_DIST_UNKNOWN;
+    for (dir = 0; dir < UCT_RC_GDR_DIR_LAST; ++dir) {
+        cell->lane[dir] = (result != NULL) ? result->lane[dir] :
+                                             UCT_RC_GDR_LANE_LAST;
+    }
+}
+
+/* The smallest known distance of a GPU's row, UNKNOWN if none is known */
+static uct_rc_gdr_dist_t
+uct_rc_gdr_gate_row_nearest(const uct_rc_gdr_gate_cell_t *row,
+                            unsigned num_nics)
+{
+    uct_rc_gdr_dist_t nearest = UCT_RC_GDR_DIST_UNKNOWN;
+    unsigned n;
+
+    for (n = 0; n < num_nics; ++n) {
+        if (row[n].dist < nearest) {
+            nearest = row[n].dist;
+        }
+    }
+    return nearest;
+}
+
+/* "PIX* dmabuf/bounce": distance, nearest mark, reads/writes lanes */
+static void uct_rc_gdr_gate_cell_str(const uct_rc_gdr_gate_cell_t *cell,
+                                     uct_rc_gdr_dist_t nearest, char *buf,
+                                     size_t max)
+{
+    snprintf(buf, max, "%s%s %s/%s", uct_rc_gdr_topo_dist_name(cell->dist),
+             ((cell->dist == nearest) &&
+              (nearest != UCT_RC_GDR_DIST_UNKNOWN)) ? "*" : "",
+             uct_rc_gdr_gate_cell_lane_name(
+                     cell->lane[UCT_RC_GDR_DIR_NIC_READS_GPU]),
+             uct_rc_gdr_gate_cell_lane_name(
+                     cell->lane[UCT_RC_GDR_DIR_NIC_WRITES_GPU]));
+}
+
+void uct_rc_gdr_gate_print_matrix(const char *const *gpus, unsigned num_gpus,
+                                  const char *const *nics, unsigned num_nics,
+                                  const uct_rc_gdr_gate_cell_t *cells,
+                                  FILE *stream)
+{
+    const uct_rc_gdr_gate_cell_t *row;
+    uct_rc_gdr_dist_t nearest;
+    int width, name_width = 8;
+    char cell[64];
+    unsigned g, n;
+
+    /* One width for every column, as wide as the widest cell or name */
+    width = 0;
+    for (g = 0; g < num_gpus; ++g) {
+        row     = &cells[g * num_nics];
+        nearest = uct_rc_gdr_gate_row_nearest(row, num_nics);
+        for (n = 0; n < num_nics; ++n) {
+            uct_rc_gdr_gate_cell_str(&row[n], nearest, cell, sizeof(cell));
+            if ((int)strlen(cell) > width) {
+                width = strlen(cell);
+            }
+        }
+    }
+    for (n = 0; n < num_nics; ++n) {
+        if ((int)strlen(nics[n]) > width) {
+            width = strlen(nics[n]);
+        }
+    }
+    for (g = 0; g < num_gpus; ++g) {
+        if ((int)strlen(gpus[g]) > name_width) {
+            name_width = strlen(gpus[g]);
+        }
+    }
+
+    fprintf(stream, "%-*s", name_width, "");
+    for (n = 0; n < num_nics; ++n) {
+        /* the last column unpadded: no trailing blanks */
+        fprintf(stream, "  %-*s", (n + 1 < num_nics) ? width : 0, nics[n]);
+    }
+    fputs("\n", stream);
+
+    for (g = 0; g < num_gpus; ++g) {
+        row     = &cells[g * num_nics];
+        nearest = uct_rc_gdr_gate_row_nearest(row, num_nics);
+        fprintf(stream, "%-*s", name_width, gpus[g]);
+        for (n = 0; n < num_nics; ++n) {
+            uct_rc_gdr_gate_cell_str(&row[n], nearest, cell, sizeof(cell));
+            fprintf(stream, "  %-*s", (n + 1 < num_nics) ? width : 0,
+                    cell);
+        }
+        fputs("\n", stream);
+    }
+
+    fputs("\nLegend (distance GPU<->NIC, then the lane of sending from the "
+          "GPU / receiving into it):\n"
+          "  LOC      = the same PCI device\n"
+          "  PIX      = at most one PCIe bridge (one switch) between them\n"
+          "  PXB      = several PCIe bridges, not the host bridge\n"
+          "  PHB      = through a PCIe host bridge (the CPU root complex)\n"
+          "  NODE     = between host bridges of one NUMA node\n"
+          "  SYS      = across NUMA nodes (QPI/UPI, xGMI)\n"
+          "  UNKNOWN  = not on PCI or not in sysfs (rxe, siw)\n"
+          "  *        = a NIC nearest the GPU: UCP's distance ranking puts "
+          "its traffic there\n"
+          "  dmabuf, peermem = GPUDirect RDMA by that mechanism; bounce = "
+          "pinned host staging; none = refused\n", stream);
+}
+
+void uct_rc_gdr_gate_print_matrix_json(const char *const *gpus,
+                                       unsigned num_gpus,
+                                       const char *const *nics,
+                                       unsigned num_nics,
+                                       const uct_rc_gdr_gate_cell_t *cells,
+                                       FILE *stream)
+{
+    const uct_rc_gdr_gate_cell_t *row;
+    uct_rc_gdr_dist_t nearest;
+    uct_rc_gdr_dir_t dir;
+    unsigned g, n;
+
+    fputs("{\"gpus\": [", stream);
+    for (g = 0; g < num_gpus; ++g) {
+        fputs((g > 0) ? ", " : "", stream);
+        uct_rc_gdr_gate_print_json_string(stream, gpus[g]);
+    }
+    fputs("], \"nics\": [", stream);
+    for (n = 0; n < num_nics; ++n) {
+        fputs((n > 0) ? ", " : "", stream);
+        uct_rc_gdr_gate_print_json_string(stream, nics[n]);
+    }
+    fputs("], \"cells\": [", stream);
+    for (g = 0; g < num_gpus; ++g) {
+        row     = &cells[g * num_nics];
+        nearest = uct_rc_gdr_gate_row_nearest(row, num_nics);
+        fputs((g > 0) ? ", [" : "[", stream);
+        for (n = 0; n < num_nics; ++n) {
+            fprintf(stream, "%s{\"distance\": \"%s\", \"nearest\": %s",
+                    (n > 0) ? ", " : "",
+                    uct_rc_gdr_topo_dist_name(row[n].dist),
+                    ((row[n].dist == nearest) &&
+                     (nearest != UCT_RC_GDR_DIST_UNKNOWN)) ? "true" : "false");
+            for (dir = 0; dir < UCT_RC_GDR_DIR_LAST; ++dir) {
+                fprintf(stream, ", \"%s\": \"%s\"",
+                        uct_rc_gdr_gate_dir_keys[dir],
+                        (row[n].lane[dir] < UCT_RC_GDR_LANE_LAST) ?
+                        uct_rc_gdr_gate_lane_name(row[n].lane[dir]) :
+                        "not evaluated");
+            }
+            fputs("}", stream);
+        }
+        fputs("]", stream);
+    }
+    fputs("]}", stream);
+}

@@ -175,6 +175,12 @@ uct_rc_gdr_glue_version_check(const uct_rc_gdr_ucx_version_t *running,
  */
 void uct_rc_gdr_glue_refuse(const char *reason);
 
+/* Names a system device in UCX's topology (what ucx_info -d prints), at
+ * the priority this release's own transports give a device of that kind:
+ * @a nic a NIC, else a GPU. */
+void uct_rc_gdr_glue_sys_dev_set_name(ucs_sys_device_t sys_dev,
+                                      const char *name, int nic);
+
 /* ucs_config_parser_fill_opts of this release, for a table of rc_gdr's own
  * (tests). */
 ucs_status_t uct_rc_gdr_glue_config_fill(void *opts, ucs_config_field_t *table,

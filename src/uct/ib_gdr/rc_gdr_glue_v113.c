@@ -155,3 +155,18 @@ ucs_status_t uct_rc_gdr_glue_mpool_init(ucs_mpool_t *mp, size_t elem_size,
     return ucs_mpool_init(mp, 0, elem_size, 0, alignment, elems_per_chunk,
                           max_elems, ops, name);
 }
+
+
+/* 1.13: a name set later replaces the earlier one (UCX's IB device names
+ * its NIC the same way) */
+void uct_rc_gdr_glue_sys_dev_set_name(ucs_sys_device_t sys_dev,
+                                      const char *name, int nic)
+{
+    ucs_status_t status;
+
+    status = ucs_topo_sys_device_set_name(sys_dev, name);
+    if (status != UCS_OK) {
+        ucs_debug("rc_gdr: naming system device %d '%s' failed: %s", sys_dev,
+                  name, ucs_status_string(status));
+    }
+}

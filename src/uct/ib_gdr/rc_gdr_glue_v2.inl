@@ -204,3 +204,18 @@ ucs_status_t uct_rc_gdr_glue_mpool_init(ucs_mpool_t *mp, size_t elem_size,
     params.name            = name;
     return ucs_mpool_init(&params, mp);
 }
+
+
+/* 1.16 and later: names carry a priority; the IB device names its NIC at 20,
+ * the CUDA md its GPUs at 10, and the higher one stays */
+void uct_rc_gdr_glue_sys_dev_set_name(ucs_sys_device_t sys_dev,
+                                      const char *name, int nic)
+{
+    ucs_status_t status;
+
+    status = ucs_topo_sys_device_set_name(sys_dev, name, nic ? 20 : 10);
+    if (status != UCS_OK) {
+        ucs_debug("rc_gdr: naming system device %d '%s' failed: %s", sys_dev,
+                  name, ucs_status_string(status));
+    }
+}

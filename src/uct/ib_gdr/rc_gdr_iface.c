@@ -1237,7 +1237,7 @@ uct_rc_gdr_iface_query_devices(uct_md_h tl_md,
                           sizeof(devices[num_devices].name), "%s:%u",
                           md->name, port);
         devices[num_devices].type       = UCT_DEVICE_TYPE_NET;
-        devices[num_devices].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
+        devices[num_devices].sys_device = md->sys_dev;
         ++num_devices;
     }
 

@@ -22,6 +22,7 @@
 #include "rc_gdr_limits.h"
 #include "rc_gdr_log.h"
 #include "rc_gdr_probe.h"
+#include "rc_gdr_topo.h"
 
 #include <ucm/rc_gdr_ucm.h>
 
@@ -114,6 +115,14 @@ ucs_config_field_t uct_rc_gdr_md_config_table[] = {
      "holds are released, least recently used first.",
      ucs_offsetof(uct_rc_gdr_md_config_t, rcache_max_regions),
      UCS_CONFIG_TYPE_ULUNITS},
+
+    {"PCI_RELAXED_ORDERING", "auto",
+     "PCIe relaxed ordering for the NIC's accesses to registered host and GPU "
+     "memory (IBV_ACCESS_RELAXED_ORDERING): auto: where the verbs library and "
+     "device take it, found by a test registration when the memory domain "
+     "opens; yes: opening fails where they do not; no: never asked for.",
+     ucs_offsetof(uct_rc_gdr_md_config_t, relaxed_order),
+     UCS_CONFIG_TYPE_ON_OFF_AUTO},
 
     {NULL}
 };
@@ -346,7 +355,8 @@ ucs_status_t uct_rc_gdr_md_reg_internal(uct_rc_gdr_md_t *md, void *address,
 
     /* Sources of sends and writes need no access flag; destinations of
      * reads need local write. No peer ever names these buffers. */
-    mr = ibv_reg_mr(md->pd, address, length, IBV_ACCESS_LOCAL_WRITE);
+    mr = ibv_reg_mr(md->pd, address, length,
+                    IBV_ACCESS_LOCAL_WRITE | md->reg_access);
     if (mr == NULL) {
         ucs_error("rc_gdr: %s: ibv_reg_mr(%p, %zu) failed: %m", md->name,
                   address, length);
@@ -480,6 +490,7 @@ uct_rc_gdr_md_reg_attempt(uct_rc_gdr_md_t *md,
     struct ibv_mr *mr;
     int fd, err;
 
+    access |= md->reg_access;
     if (lane != UCT_RC_GDR_LANE_GDR_DMABUF) {
         mr = ibv_reg_mr(md->pd, (void*)region->start, length, access);
         if (mr == NULL) {
@@ -1128,7 +1139,14 @@ ucs_status_t uct_rc_gdr_md_mem_info(uct_md_h tl_md, const void *address,
     }
 
     mem_info->mem_type     = info.mem_type;
-    mem_info->sys_dev      = UCS_SYS_DEVICE_ID_UNKNOWN;
+    /* Device memory lives on one GPU; managed memory may migrate, so it is
+     * nowhere in particular (as UCX's cuda_copy says without a preferred
+     * location) */
+    mem_info->sys_dev      = ((info.mem_type == UCS_MEMORY_TYPE_CUDA) &&
+                              (info.device_ordinal >= 0) &&
+                              (info.device_ordinal < md->num_gpus)) ?
+                             md->gpus[info.device_ordinal].sys_dev :
+                             UCS_SYS_DEVICE_ID_UNKNOWN;
     mem_info->base_address = (info.base_address != NULL) ?
                              info.base_address : (void*)address;
     mem_info->alloc_length = (info.alloc_length != 0) ?
@@ -1323,6 +1341,117 @@ uct_rc_gdr_md_gpu_flush_lane(uct_rc_gdr_md_t *md, uct_rc_gdr_md_gpu_t *gpu,
 
 
 /*
+ * PCIe relaxed ordering lets the NIC's writes to memory pass each other on
+ * the way (the completion, written without it, still comes after them): a
+ * faster path into host memory and GPUs on many root complexes. Asked for
+ * where it is taken, proven once by a registration; yes where it is not is
+ * an error, not a silent no.
+ */
+static ucs_status_t
+uct_rc_gdr_md_open_relaxed_order(uct_rc_gdr_md_t *md,
+                                 const uct_rc_gdr_md_config_t *md_config)
+{
+    int err;
+
+    md->reg_access = 0;
+    if (md_config->relaxed_order == UCS_CONFIG_OFF) {
+        ucs_debug("rc_gdr: %s: relaxed ordering off "
+                  "(UCX_RC_GDR_PCI_RELAXED_ORDERING=no)", md->name);
+        return UCS_OK;
+    }
+
+    err = uct_rc_gdr_probe_relaxed_order(md->pd);
+    if (err == 0) {
+        md->reg_access = IBV_ACCESS_RELAXED_ORDERING;
+        ucs_debug("rc_gdr: %s: registrations use relaxed ordering", md->name);
+        return UCS_OK;
+    }
+
+    if (md_config->relaxed_order == UCS_CONFIG_ON) {
+        ucs_error("rc_gdr: %s: UCX_RC_GDR_PCI_RELAXED_ORDERING=yes, but the "
+                  "device refuses IBV_ACCESS_RELAXED_ORDERING (ibv_reg_mr: "
+                  "%s); HINT: set it to auto or no", md->name, strerror(err));
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    ucs_debug("rc_gdr: %s: relaxed ordering off: the device refuses it "
+              "(ibv_reg_mr: %s)", md->name, strerror(err));
+    return UCS_OK;
+}
+
+
+/*
+ * Where a PCI function is in UCX's topology, named as UCX's own transports
+ * name it: UCP's lane ranking reads the distance between the memory's and
+ * the lane's system devices (ucs_topo_get_distance), so a GPU's traffic
+ * goes to the NIC nearest it without rc_gdr choosing anything itself.
+ */
+static ucs_sys_device_t uct_rc_gdr_md_sys_dev(const char *what,
+                                              const char *bdf,
+                                              const char *name, int nic)
+{
+    ucs_sys_bus_id_t bus_id;
+    ucs_sys_device_t sys_dev;
+    ucs_status_t status;
+
+    status = uct_rc_gdr_topo_bus_id_parse(bdf, &bus_id);
+    if (status == UCS_OK) {
+        status = ucs_topo_find_device_by_bus_id(&bus_id, &sys_dev);
+    }
+    if (status != UCS_OK) {
+        ucs_debug("rc_gdr: %s %s at %s: no system device (%s)", what, name,
+                  bdf, ucs_status_string(status));
+        return UCS_SYS_DEVICE_ID_UNKNOWN;
+    }
+
+    uct_rc_gdr_glue_sys_dev_set_name(sys_dev, name, nic);
+    ucs_debug("rc_gdr: %s %s at %s is system device %d", what, name, bdf,
+              sys_dev);
+    return sys_dev;
+}
+
+/* The GPU by the driver's PCI domain, bus and device numbers, as UCX's CUDA
+ * transports place theirs */
+static ucs_sys_device_t
+uct_rc_gdr_md_gpu_sys_dev(const uct_rc_gdr_cuda_dev_attr_t *attr)
+{
+    char bdf[UCT_RC_GDR_BDF_MAX];
+    char name[16];
+
+    if (!(attr->valid_mask & UCT_RC_GDR_CUDA_DEV_ATTR_PCI_LOCATION)) {
+        ucs_debug("rc_gdr: GPU%d: the driver gives no PCI location",
+                  attr->ordinal);
+        return UCS_SYS_DEVICE_ID_UNKNOWN;
+    }
+
+    ucs_snprintf_zero(bdf, sizeof(bdf), "%04x:%02x:%02x.0", attr->pci_domain,
+                      attr->pci_bus, attr->pci_device);
+    ucs_snprintf_zero(name, sizeof(name), "GPU%d", attr->ordinal);
+    return uct_rc_gdr_md_sys_dev("GPU", bdf, name, 0);
+}
+
+/* The NIC by the PCI function behind its verbs device in sysfs; rxe and siw
+ * have none, and stay unknown as they do for UCX's IB transports */
+static void uct_rc_gdr_md_open_sys_dev(uct_rc_gdr_md_t *md,
+                                       struct ibv_device *device)
+{
+    char bdf[UCT_RC_GDR_BDF_MAX];
+    ucs_status_t status;
+
+    status = uct_rc_gdr_topo_ibdev_bdf(device->ibdev_path, bdf, sizeof(bdf));
+    if (status != UCS_OK) {
+        ucs_debug("rc_gdr: %s: no PCI function behind %s/device (%s): system"
+                  " device unknown", md->name, device->ibdev_path,
+                  ucs_status_string(status));
+        md->sys_dev = UCS_SYS_DEVICE_ID_UNKNOWN;
+        return;
+    }
+
+    md->sys_dev = uct_rc_gdr_md_sys_dev("NIC", bdf, md->name, 1);
+}
+
+
+/*
  * Runs the capability chain for every GPU against this NIC: the lanes are
  * decided once, with evidence, and one line per GPU says which and why.
  */
@@ -1375,6 +1504,7 @@ uct_rc_gdr_md_open_gpus(uct_rc_gdr_md_t *md,
             md->gpus[ordinal].lane[dir] = result->lane[dir];
         }
         md->emulated_gpu |= gpu.facts.emulated;
+        md->gpus[ordinal].sys_dev = uct_rc_gdr_md_gpu_sys_dev(&gpu.attr);
 
         /* Whether writes into this GPU need a read before they are visible
          * travels to the writers in the rkey; UCX_RC_GDR_FLUSH (iface)
@@ -1570,6 +1700,13 @@ ucs_status_t uct_rc_gdr_md_open(uct_component_t *component,
         ucs_error("rc_gdr: ibv_alloc_pd(%s) failed: %m", md_name);
         status = UCS_ERR_IO_ERROR;
         goto err_close_device;
+    }
+
+    uct_rc_gdr_md_open_sys_dev(md, device);
+
+    status = uct_rc_gdr_md_open_relaxed_order(md, md_config);
+    if (status != UCS_OK) {
+        goto err_dealloc_pd;
     }
 
     status = uct_rc_gdr_md_open_gpus(md, md_config);

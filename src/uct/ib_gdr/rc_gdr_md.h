@@ -34,6 +34,7 @@ typedef struct uct_rc_gdr_md_config {
     int             rcache;         /* ucs_ternary_auto_value_t */
     size_t          rcache_max_size;
     unsigned long   rcache_max_regions;
+    int             relaxed_order;  /* ucs_config_on_off_auto_t */
 } uct_rc_gdr_md_config_t;
 
 
@@ -84,6 +85,8 @@ KHASH_MAP_INIT_INT64(uct_rc_gdr_token, uct_rc_gdr_token_target_t);
 typedef struct uct_rc_gdr_md_gpu {
     uct_rc_gdr_lane_t lane[UCT_RC_GDR_DIR_LAST];
     int               flush_read;   /* writes into it need a read-flush */
+    ucs_sys_device_t  sys_dev;      /* in UCX's topology, for memory
+                                       queries: UCP ranks lanes by it */
 } uct_rc_gdr_md_gpu_t;
 
 
@@ -133,6 +136,10 @@ typedef struct uct_rc_gdr_md {
     struct ibv_pd             *pd;
     struct ibv_device_attr    dev_attr;
     char                      name[UCT_MD_NAME_MAX];
+    ucs_sys_device_t          sys_dev;     /* the NIC's PCI function in
+                                              UCX's topology */
+    int                       reg_access;  /* added to every registration's
+                                              access: relaxed ordering */
     uct_rc_gdr_rcache_t       *rcache;
     /* UCT_RC_GDR_RCACHE_GET_FLAG_xx for host and for GPU memory: shared
      * and kept only where the md learns when the memory goes away */

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -214,6 +215,32 @@ void uct_rc_gdr_probe_nic(struct ibv_context *context, struct ibv_pd *pd,
 
     nic->facts.peermem_errno = uct_rc_gdr_probe_with_buffer(
             gpu, pd, uct_rc_gdr_probe_reg_peermem);
+}
+
+
+int uct_rc_gdr_probe_relaxed_order(struct ibv_pd *pd)
+{
+    size_t size = sysconf(_SC_PAGESIZE);
+    struct ibv_mr *mr;
+    void *buffer;
+    int err = 0;
+
+    /* A page of its own: a registration may mark its pages not to be
+     * inherited by a fork (ibv_fork_init), which must not catch others */
+    if (posix_memalign(&buffer, size, size) != 0) {
+        return ENOMEM;
+    }
+
+    mr = ibv_reg_mr(pd, buffer, size,
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING);
+    if (mr == NULL) {
+        err = (errno != 0) ? errno : EINVAL;
+    } else {
+        ibv_dereg_mr(mr);
+    }
+
+    free(buffer);
+    return err;
 }
 
 

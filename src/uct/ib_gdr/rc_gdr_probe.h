@@ -52,6 +52,16 @@ void uct_rc_gdr_probe_nic(struct ibv_context *context, struct ibv_pd *pd,
                           const char *sysfs_root, uct_rc_gdr_probe_nic_t *nic);
 
 
+/**
+ * Whether the verbs library and device take IBV_ACCESS_RELAXED_ORDERING, by
+ * one small host registration with it (as UCX's IB memory domain finds out
+ * what a device takes).
+ *
+ * @return 0 when accepted, else the errno of the refusal.
+ */
+int uct_rc_gdr_probe_relaxed_order(struct ibv_pd *pd);
+
+
 /** Topology and gate in one call, for one GPU and one probed port. */
 ucs_status_t uct_rc_gdr_probe_evaluate(const uct_rc_gdr_probe_gpu_t *gpu,
                                        const uct_rc_gdr_probe_nic_t *nic,

@@ -256,8 +256,9 @@ static ucs_status_t uct_rc_gdr_topo_dev_resolve(const char *link,
         ucs_strncpy_safe(dev->bdf, bdf, sizeof(dev->bdf));
     }
 
-    /* A PCI function's own directory is named by its address */
-    return (in_pci && tail_bdf) ? UCS_OK : UCS_ERR_UNSUPPORTED;
+    /* A PCI function's own directory is named by its address; a device
+     * below one (virtio-net's virtio<n>) is that function's */
+    return (in_pci && (dev->bdf[0] != '\0')) ? UCS_OK : UCS_ERR_UNSUPPORTED;
 }
 
 static void uct_rc_gdr_topo_iommu_classify(uct_rc_gdr_topo_dev_t *dev,
@@ -536,11 +537,41 @@ static ucs_status_t uct_rc_gdr_topo_pci_find(uct_rc_gdr_topo_t *topo,
     return status;
 }
 
+/*
+ * The link to a verbs device's PCI function: <ibdev>/device, or for a
+ * software device on a netdev (rxe: <ibdev>/parent names it) the netdev's
+ * own device link, <class>/net/<parent>/device: its traffic leaves through
+ * that NIC. The caller resolves it; a netdev without one (veth) has none.
+ */
+static void uct_rc_gdr_topo_ibdev_link(const char *ibdev_path, char *link,
+                                       size_t max)
+{
+    char path[PATH_MAX], parent[64];
+    const char *class_end;
+
+    snprintf(link, max, "%s/device", ibdev_path);
+    if (access(link, F_OK) == 0) {
+        return;
+    }
+
+    /* <root>/class/infiniband/<name> -> <root>/class/net/<parent> */
+    snprintf(path, sizeof(path), "%s/parent", ibdev_path);
+    class_end = strstr(ibdev_path, "/infiniband/");
+    if ((class_end == NULL) ||
+        (uct_rc_gdr_topo_read_line(path, parent, sizeof(parent)) != UCS_OK) ||
+        (parent[0] == '\0') || (strchr(parent, '/') != NULL)) {
+        return;
+    }
+
+    snprintf(link, max, "%.*s/net/%s/device", (int)(class_end - ibdev_path),
+             ibdev_path, parent);
+}
+
 /* A verbs device name leads to its PCI function through .../device */
 static ucs_status_t uct_rc_gdr_topo_nic_find(uct_rc_gdr_topo_t *topo,
                                              const char *nic)
 {
-    char path[PATH_MAX];
+    char path[PATH_MAX], link[PATH_MAX];
     char bdf[UCT_RC_GDR_BDF_MAX];
     ucs_status_t status;
 
@@ -558,19 +589,62 @@ static ucs_status_t uct_rc_gdr_topo_nic_find(uct_rc_gdr_topo_t *topo,
         return UCS_ERR_NO_ELEM;
     }
 
-    /* rxe and siw sit on a netdev, not on a PCI function */
-    snprintf(path, sizeof(path), "%s/class/infiniband/%s/device",
-             topo->sysfs_root, nic);
-    status = uct_rc_gdr_topo_dev_find(topo, path, &topo->nic);
+    /* rxe and siw sit on a netdev: on its PCI function, if it has one */
+    snprintf(path, sizeof(path), "%s/class/infiniband/%s", topo->sysfs_root,
+             nic);
+    uct_rc_gdr_topo_ibdev_link(path, link, sizeof(link));
+    status = uct_rc_gdr_topo_dev_find(topo, link, &topo->nic);
     if (status != UCS_OK) {
         memset(&topo->nic, 0, sizeof(topo->nic));
         topo->nic.numa_node = -1;
         topo->outcome       = UCT_RC_GDR_TOPO_VIRTUAL_NIC;
         snprintf(topo->reason, sizeof(topo->reason),
-                 "no PCI device: virtual NIC (%s has no PCI function)", nic);
+                 "no PCI device: virtual NIC (%s has no PCI function, nor "
+                 "has the netdev it sits on)", nic);
     }
 
     return status;
+}
+
+ucs_status_t uct_rc_gdr_topo_ibdev_bdf(const char *ibdev_path, char *bdf,
+                                       size_t max)
+{
+    uct_rc_gdr_topo_dev_t dev;
+    char link[PATH_MAX];
+    ucs_status_t status;
+
+    uct_rc_gdr_topo_ibdev_link(ibdev_path, link, sizeof(link));
+    status = uct_rc_gdr_topo_dev_resolve(link, &dev);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    ucs_strncpy_safe(bdf, dev.bdf, max);
+    return UCS_OK;
+}
+
+ucs_status_t uct_rc_gdr_topo_bus_id_parse(const char *bdf,
+                                          ucs_sys_bus_id_t *bus_id_p)
+{
+    char canonical[UCT_RC_GDR_BDF_MAX];
+    unsigned domain, bus, dev, fn;
+    ucs_status_t status;
+
+    status = uct_rc_gdr_topo_bdf_parse(bdf, canonical, sizeof(canonical));
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if ((sscanf(canonical, "%x:%x:%x.%x", &domain, &bus, &dev, &fn) != 4) ||
+        (domain > UINT16_MAX)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    bus_id_p->domain   = domain;
+    bus_id_p->bus      = bus;
+    bus_id_p->slot     = dev;
+    bus_id_p->function = fn;
+    return UCS_OK;
 }
 
 ucs_status_t uct_rc_gdr_topo_classify(const char *sysfs_root,

@@ -18,7 +18,8 @@
  *         (QPI/UPI, xGMI, ...).
  *
  * UNKNOWN means the distance could not be determined (a NIC without a PCI
- * function, such as rxe or siw, or a device missing from sysfs); it is never
+ * function, such as siw or rxe on a veth, or a device missing from sysfs; rxe
+ * on a NIC's netdev is placed on that NIC's function); it is never
  * "close enough" for any configured level.
  *
  * Everything is read below a sysfs root given by the caller ("/sys" in
@@ -29,6 +30,7 @@
 #define UCT_RC_GDR_TOPO_H_
 
 #include <ucs/sys/compiler_def.h>
+#include <ucs/sys/topo/base/topo.h>
 #include <ucs/type/status.h>
 
 #include <stddef.h>
@@ -152,6 +154,30 @@ ucs_status_t uct_rc_gdr_topo_classify(const char *sysfs_root,
  */
 ucs_status_t uct_rc_gdr_topo_bdf_parse(const char *str, char *bdf,
                                        size_t max);
+
+
+/**
+ * The PCI function of a verbs device, as UCX's IB devices find theirs: the
+ * real path of <ibdev_path>/device (ibv_device's ibdev_path,
+ * "/sys/class/infiniband/mlx5_0"). A software device on a netdev (rxe) has
+ * no such link: it is placed on the PCI function of the netdev it names in
+ * <ibdev_path>/parent, through which its traffic leaves.
+ *
+ * @return UCS_OK with @a bdf ("0000:17:00.0"); UCS_ERR_NO_ELEM when neither
+ *         link exists (rxe on a veth, siw); UCS_ERR_UNSUPPORTED when it
+ *         leads to no PCI function.
+ */
+ucs_status_t uct_rc_gdr_topo_ibdev_bdf(const char *ibdev_path, char *bdf,
+                                       size_t max);
+
+
+/**
+ * A PCI address ("0000:17:00.0", or CUDA's and nvidia-smi's spellings) as
+ * UCX's topology takes it. UCS_ERR_UNSUPPORTED for a domain wider than 16
+ * bits (VMD), which ucs_sys_bus_id_t cannot hold.
+ */
+ucs_status_t uct_rc_gdr_topo_bus_id_parse(const char *bdf,
+                                          ucs_sys_bus_id_t *bus_id_p);
 
 
 /** "LOC" ... "SYS", "UNKNOWN" */

@@ -1,0 +1,97 @@
+#!/bin/bash
+#
+# Inside `contrib/rxe-vm.sh --pcie-pairs 2`: a guest whose PCIe tree has two
+# host bridges on two NUMA nodes, each with a virtio-net NIC carrying rxe<i>
+# and an emulated PCI function standing for GPU<i> (the stand-in CUDA
+# driver reports its address). Shows what UCP is given: each rc_gdr device's
+# system device (ucx_info -d, beside rc_verbs'), the GPU x NIC matrix with
+# each GPU's nearest NIC, and what UCP does with it: a GPU's rendezvous
+# favours its own NIC. Prints PASS/FAIL lines; exits non-zero on a failure.
+#
+set -uo pipefail
+
+cd "$(dirname "$0")/../.."
+. contrib/env.sh "${RC_GDR_BUILD:-build}" > /dev/null || exit 2
+B=$RC_GDR_BUILD
+FAILED=0
+
+check() {
+    local name=$1; shift
+    if "$@"; then echo "PASS $name"; else echo "FAIL $name"; FAILED=1; fi
+}
+
+[ -f /etc/rxevm-pcie-pairs ] || { echo "SKIP: not a --pcie-pairs guest"; exit 0; }
+cat /etc/rxevm-pcie-pairs
+. /etc/rxevm-gpus.env
+
+# The System device line of a transport's device in ucx_info -d
+sys_dev_of() {
+    ucx_info -d | grep -A3 "Transport: $1\$" | grep -A2 "Device: $2\$" |
+        grep 'System device' | head -1
+}
+
+devices_known() {
+    local i ours theirs prev=
+    for i in 0 1; do
+        ours=$(sys_dev_of rc_gdr "rxe$i:1")
+        theirs=$(sys_dev_of rc_verbs "rxe$i:1")
+        echo "rc_gdr   rxe$i:1 $ours"
+        echo "rc_verbs rxe$i:1 $theirs"
+        [[ $ours =~ \(([0-9]+)\) ]] || return 1
+        [ "${BASH_REMATCH[1]}" != "$prev" ] || return 1
+        prev=${BASH_REMATCH[1]}
+    done
+}
+
+two_nodes() {
+    awk '{print $7}' /etc/rxevm-pcie-pairs | sort -u | wc -l | grep -qx 2
+}
+
+# GPU<i>'s nearest NIC is rxe<i> (PHB: one host bridge), the other one is
+# across NUMA nodes (SYS)
+matrix_nearest() {
+    local out
+    out=$( ( . contrib/env.sh --emulated-gpu "$B" > /dev/null &&
+             rc_gdr_info 2> /dev/null ) | sed -n '/^GPU x NIC:/,/^$/p')
+    echo "$out"
+    echo "$out" | grep -E '^GPU0 +PHB\* [a-z]+/[a-z]+ +SYS [a-z]+/[a-z]+$' > /dev/null &&
+        echo "$out" | grep -E '^GPU1 +SYS [a-z]+/[a-z]+ +PHB\* [a-z]+/[a-z]+$' > /dev/null
+}
+
+# UCP's own choice, per GPU: two ranks, rank r on GPU r, both NICs in each;
+# UCP's rendezvous splits a GPU's data over the two lanes weighted by the
+# distance-adjusted bandwidth of each (UCX_PROTO_INFO shows the shares):
+# the GPU's own NIC takes the larger share. 1.13: protocols v2 on, and the
+# memory type from the md's query (no UCM CUDA events to fill UCP's cache).
+lane_share() { # LOG GPU NIC: the percentage rendezvous into GPU puts on NIC
+    grep -A4 "rendezvous data fetch() into cuda/$2 " "$1" |
+        grep -oE "[0-9]+% on rc_gdr/$3:1" | head -1 | cut -d% -f1
+}
+
+ucp_lane_per_gpu() {
+    local log=/tmp/pcie_pairs_mpi.out g0r0 g0r1 g1r0 g1r1
+    ( . contrib/env.sh --emulated-gpu "$B" > /dev/null &&
+      timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 \
+        --mca pml ucx --mca btl ^openib,ofi,uct --mca osc ucx \
+        -x UCX_TLS=rc_gdr,ud_verbs:aux,self -x UCX_PROTO_ENABLE=y \
+        -x UCX_PROTO_INFO=y -x UCX_MAX_RNDV_RAILS=2 -x UCX_RNDV_THRESH=0 \
+        -x UCX_MEMTYPE_CACHE=n -x RC_GDR_CUDA_LIBRARY \
+        -x RC_GDR_FAKE_CUDA_DEVICES -x RC_GDR_FAKE_CUDA_PCI_BUS_ID \
+        -x MPI_VERIFY_GPU_PER_RANK=2 \
+        "$B/test/mpi/mpi_verify" --gpu 65536 1048576 ) > "$log" 2>&1 ||
+        { tail -20 "$log"; return 1; }
+    grep -A4 'rendezvous data fetch() into cuda/GPU' "$log" | grep -v '^--' |
+        sed 's/^\[[^]]*\] \[[^]]*\] *//'
+    grep -E '^(ok|BAD|verification)' "$log"
+    g0r0=$(lane_share "$log" GPU0 rxe0); g0r1=$(lane_share "$log" GPU0 rxe1)
+    g1r0=$(lane_share "$log" GPU1 rxe0); g1r1=$(lane_share "$log" GPU1 rxe1)
+    echo "GPU0: rxe0 ${g0r0:-?}%, rxe1 ${g0r1:-?}%; GPU1: rxe0 ${g1r0:-?}%, rxe1 ${g1r1:-?}%"
+    grep -q '^verification: PASSED' "$log" &&
+        [ "${g0r0:-0}" -gt "${g0r1:-100}" ] && [ "${g1r1:-0}" -gt "${g1r0:-100}" ]
+}
+
+check pcie_pairs_on_two_numa_nodes two_nodes
+check pcie_pairs_rc_gdr_system_devices devices_known
+check pcie_pairs_matrix_nearest_nic matrix_nearest
+check pcie_pairs_ucp_rendezvous_favours_each_gpus_nic ucp_lane_per_gpu
+exit $FAILED
