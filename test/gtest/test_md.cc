@@ -1101,6 +1101,165 @@ TEST_F(md, gpu_reg_fails_without_bounce) {
 
 
 /*
+ * A GPU registration covers its allocation or less. Past its end (by a
+ * byte, or by 1 TiB, beyond what the NIC registers, which used to fall back
+ * to a bounce registration whose token reached the neighbouring
+ * allocation) it is refused, naming the allocation.
+ */
+TEST_F(md, gpu_reg_inside_allocation) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    ASSERT_EQ(UCS_OK, open());
+    mock_verbs_set_max_mr_size(1ull << 36); /* the NIC refuses 1 TiB */
+
+    const size_t length = 64 * 1024;
+    char *gpu           = (char*)gpu_alloc(1, length);
+    char *next          = (char*)gpu_alloc(1, length);
+    /* to the end of the next allocation, wherever the driver put it */
+    const size_t to_next = (next > gpu) ? (size_t)(next + length - gpu) :
+                                          2 * length;
+    const size_t past[]  = {length + 1, to_next, 1ull << 40};
+
+    for (size_t len : past) {
+        log_capture capture;
+        uct_mem_h memh = UCT_MEM_HANDLE_NULL;
+
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                  uct_md_mem_reg(m_md, gpu, len, UCT_MD_MEM_ACCESS_ALL,
+                                 &memh)) << len;
+        EXPECT_TRUE(captured_log_has("leaves the GPU1 cuda-device "
+                                     "allocation")) << len;
+    }
+    {
+        log_capture capture;
+        uct_mem_h memh = UCT_MEM_HANDLE_NULL;
+
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                  uct_md_mem_reg(m_md, gpu + 4096, length,
+                                 UCT_MD_MEM_ACCESS_ALL, &memh));
+    }
+
+    md_stats_t s = stats();
+    EXPECT_EQ(0u, s.bounce_regs);
+    EXPECT_EQ(0u, s.peermem_regs);
+
+    /* The allocation itself, and bytes of it, as before */
+    dereg(reg(gpu, length));
+    dereg(reg(gpu + 4096, length - 4096));
+    close();
+    uct_rc_gdr_cuda_mem_free(gpu);
+    uct_rc_gdr_cuda_mem_free(next);
+}
+
+/*
+ * A VMM range of several mappings is registered whole when they follow one
+ * another without a gap, with one NIC registration; a range that runs into
+ * reserved but unmapped addresses is refused, never shortened.
+ */
+TEST_F(md, gpu_reg_vmm_chunks_whole_or_refused) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    ASSERT_EQ(UCS_OK, open());
+
+    const int ordinal = 1;
+    uct_rc_gdr_cuda_ctx_h ctx, prev = NULL;
+    size_t gran       = 0;
+    void *base        = NULL;
+    uint64_t handle;
+    mock_verbs_mr_t mr;
+
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_cuda_ctx_get_current(&prev));
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_cuda_ctx_retain(ordinal, &ctx));
+    m_ctx_held.push_back(ordinal);
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_cuda_ctx_set_current(ctx));
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_cuda_vmm_granularity(ordinal, &gran));
+    /* three chunks reserved, the first two mapped */
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_cuda_vmm_reserve(3 * gran, gran, &base));
+    for (int i = 0; i < 2; ++i) {
+        ASSERT_EQ(UCS_OK, uct_rc_gdr_cuda_vmm_create(ordinal, gran, 1,
+                                                     &handle));
+        ASSERT_EQ(UCS_OK, uct_rc_gdr_cuda_vmm_map((char*)base + i * gran,
+                                                  gran, handle));
+        uct_rc_gdr_cuda_vmm_release(handle);
+    }
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_cuda_vmm_set_access(base, 2 * gran,
+                                                     ordinal));
+    uct_rc_gdr_cuda_ctx_set_current(prev);
+
+    uct_mem_h memh = reg((char*)base + 100, 2 * gran - 200);
+    ASSERT_TRUE(mock_verbs_find((uintptr_t)base, &mr));
+    EXPECT_EQ(2 * gran, mr.length);
+    EXPECT_TRUE(rkey(memh).flags & UCT_RC_GDR_RKEY_FLAG_NIC);
+    dereg(memh);
+
+    {
+        log_capture capture;
+        uct_mem_h bad = UCT_MEM_HANDLE_NULL;
+
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                  uct_md_mem_reg(m_md, base, 3 * gran, UCT_MD_MEM_ACCESS_ALL,
+                                 &bad));
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                  uct_md_mem_reg(m_md, (char*)base + gran, gran + 1,
+                                 UCT_MD_MEM_ACCESS_ALL, &bad));
+        EXPECT_TRUE(captured_log_has("leaves the GPU1"));
+    }
+
+    close();
+    uct_rc_gdr_cuda_ctx_set_current(ctx);
+    uct_rc_gdr_cuda_vmm_unmap(base, 2 * gran);
+    uct_rc_gdr_cuda_vmm_unreserve(base, 3 * gran);
+    uct_rc_gdr_cuda_ctx_set_current(prev);
+}
+
+/* A registration longer than the device's max_mr_size (the md's max_reg)
+ * is refused in one line that names the limit, host memory as GPU memory */
+TEST_F(md, max_reg_enforced) {
+    mock_verbs_reset();
+    mock_verbs_set_max_mr_size(1 << 20);
+    ASSERT_EQ(UCS_OK, open_keep_mock());
+
+    uct_md_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_md_query(m_md, &attr));
+    EXPECT_EQ(1u << 20, attr.cap.max_reg);
+
+    const size_t length = 2 << 20;
+    char *buf           = (char*)map(length);
+    uct_mem_h memh      = UCT_MEM_HANDLE_NULL;
+
+    {
+        log_capture capture;
+
+        EXPECT_EQ(UCS_ERR_EXCEEDS_LIMIT,
+                  uct_md_mem_reg(m_md, buf, (1 << 20) + 1,
+                                 UCT_MD_MEM_ACCESS_ALL, &memh));
+        EXPECT_TRUE(captured_log_has("exceeds max_reg")) << captured_log.size();
+    }
+    dereg(reg(buf, 1 << 20));
+
+    if (emulated_gpu()) {
+        char *gpu = (char*)gpu_alloc(1, length);
+        log_capture capture;
+
+        EXPECT_EQ(UCS_ERR_EXCEEDS_LIMIT,
+                  uct_md_mem_reg(m_md, gpu, length, UCT_MD_MEM_ACCESS_ALL,
+                                 &memh));
+        EXPECT_EQ(0u, stats().bounce_regs);
+        close();
+        uct_rc_gdr_cuda_mem_free(gpu);
+    }
+
+    close();
+    munmap(buf, length);
+    mock_verbs_set_max_mr_size(UINT64_MAX);
+}
+
+
+/*
  * The iface says which thread modes it serves: a MULTI worker is refused in
  * one line (the data path takes no lock; UCP serializes and opens its UCT
  * worker SERIALIZED).

@@ -967,6 +967,41 @@ static const uct_rc_gdr_rcache_ops_t uct_rc_gdr_md_rcache_ops = {
 };
 
 
+/*
+ * A GPU registration covers its CUDA allocation or less: the NIC (peermem)
+ * or the bounce lane, which falls back when the NIC refuses, would
+ * otherwise let peers reach the neighbouring allocation through its key.
+ */
+static ucs_status_t
+uct_rc_gdr_md_gpu_range_check(uct_rc_gdr_md_t *md, void *address,
+                              size_t length,
+                              const uct_rc_gdr_cuda_mem_info_t *info)
+{
+    ucs_status_t status;
+    uintptr_t end;
+
+    status = uct_rc_gdr_cuda_mem_range_check(address, length, info, &end);
+    if (status == UCS_ERR_UNSUPPORTED) {
+        ucs_error("rc_gdr: %s: registration of %p+%zu refused: the CUDA "
+                  "driver does not tell the allocation's range "
+                  "(cuMemGetAddressRange), so it cannot be checked",
+                  md->name, address, length);
+        return UCS_ERR_INVALID_ADDR;
+    } else if (status != UCS_OK) {
+        ucs_error("rc_gdr: %s: registration of %p+%zu refused: it leaves "
+                  "the GPU%d %s allocation %p..%p (mapped memory ends at "
+                  "%p)", md->name, address, length, info->device_ordinal,
+                  uct_rc_gdr_cuda_mem_kind_str(info->kind),
+                  info->base_address,
+                  UCS_PTR_BYTE_OFFSET(info->base_address, info->alloc_length),
+                  (void*)end);
+        return UCS_ERR_INVALID_ADDR;
+    }
+
+    return UCS_OK;
+}
+
+
 ucs_status_t uct_rc_gdr_md_reg(uct_md_h tl_md, void *address, size_t length,
                                uint64_t flags, uct_mem_h *memh_p)
 {
@@ -979,6 +1014,14 @@ ucs_status_t uct_rc_gdr_md_reg(uct_md_h tl_md, void *address, size_t length,
     ucs_status_t status;
     uint64_t token;
 
+    if (length > md->dev_attr.max_mr_size) {
+        ucs_error("rc_gdr: %s: registration of %zu bytes at %p exceeds "
+                  "max_reg, the device's largest registration (max_mr_size "
+                  "%" PRIu64 "): register it in parts", md->name, length,
+                  address, (uint64_t)md->dev_attr.max_mr_size);
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+
     info.mem_type  = UCS_MEMORY_TYPE_HOST;
     info.buffer_id = 0;
     if (md->num_gpus > 0) {
@@ -990,6 +1033,12 @@ ucs_status_t uct_rc_gdr_md_reg(uct_md_h tl_md, void *address, size_t length,
         }
         if (info.kind == UCT_RC_GDR_CUDA_MEM_PINNED) {
             info.mem_type = UCS_MEMORY_TYPE_HOST;
+        } else if (info.mem_type != UCS_MEMORY_TYPE_HOST) {
+            status = uct_rc_gdr_md_gpu_range_check(md, address, length,
+                                                   &info);
+            if (status != UCS_OK) {
+                return status;
+            }
         }
     }
 
