@@ -10,6 +10,7 @@
 
 #include <uct/ib_gdr/rc_gdr_addr.h>
 #include <uct/ib_gdr/rc_gdr_cuda.h>
+#include <uct/ib_gdr/rc_gdr_glue.h>
 #include <ucm/api/ucm.h>
 #include <uct/api/uct.h>
 #include <ucs/async/async.h>
@@ -711,6 +712,56 @@ TEST_F(md, opens_without_memory_events) {
     EXPECT_EQ(0u, stats().gpu_cache);
     close();
     munmap(buf, length);
+}
+
+/*
+ * What the md tells a cache above it (UCP's) it may keep: CUDA memory only
+ * where free events release rc_gdr's registration of freed memory; without
+ * them a registration UCP keeps would leave freed GPU memory reachable by
+ * peers. Host memory where memory events exist.
+ */
+TEST_F(md, cache_offered_only_where_invalidated) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    const uint64_t cuda = UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
+                          UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
+    typedef void (*caps_func_t)(uct_md_h, uct_rc_gdr_md_caps_t*);
+    caps_func_t caps_query = (caps_func_t)dlsym(the_module().handle,
+                                                "uct_rc_gdr_md_caps");
+    uct_rc_gdr_md_caps_t caps;
+    bool hooks;
+
+    ASSERT_TRUE(caps_query != NULL);
+
+    /* No CUDA free events: UCX_MEM_EVENTS=no, or the cache off */
+    ucm_global_opts.enable_events = 0;
+    ASSERT_EQ(UCS_OK, open());
+    caps_query(m_md, &caps);
+    EXPECT_TRUE(caps.reg_mem_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA));
+    EXPECT_EQ(0u, caps.cache_mem_types & cuda);
+    EXPECT_EQ(0u, caps.cache_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
+    close();
+    ucm_global_opts.enable_events = m_events;
+
+    set("RCACHE", "no");
+    ASSERT_EQ(UCS_OK, open());
+    caps_query(m_md, &caps);
+    EXPECT_EQ(0u, caps.cache_mem_types & cuda);
+    close();
+    unsetenv("UCX_RC_GDR_RCACHE");
+
+    /* With them, CUDA memory may be cached */
+    {
+        log_capture capture(UCS_LOG_LEVEL_DEBUG);
+
+        ASSERT_EQ(UCS_OK, open());
+        hooks = captured_log_has("cached by buffer ID and free hooks");
+    }
+    caps_query(m_md, &caps);
+    EXPECT_EQ(hooks ? cuda : 0, caps.cache_mem_types & cuda);
+    close();
 }
 
 /* Host memory gets the access its registration asks for, no more */

@@ -283,6 +283,14 @@ void uct_rc_gdr_md_close(uct_md_h tl_md)
 }
 
 
+/* Whether memory hooks may be installed: UCX_MEM_EVENTS=no (what a run
+ * under valgrind sets) turns off ours as well as UCX's */
+static int uct_rc_gdr_md_hooks_allowed(void)
+{
+    return ucm_global_opts.enable_events;
+}
+
+
 /* UCP weighs devices by CPU locality; rc_gdr does not restrict it. */
 static void uct_rc_gdr_md_local_cpus(ucs_cpu_set_t *cpus)
 {
@@ -314,10 +322,22 @@ void uct_rc_gdr_md_caps(uct_md_h tl_md, uct_rc_gdr_md_caps_t *caps)
         caps->detect_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
                                   UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
     }
-    /* A cache above (UCP's) may keep every registration: host memory
-     * unmapped and CUDA memory freed invalidate rc_gdr's own regions, and a
-     * reused address with a new buffer ID never hits a stale one. */
-    caps->cache_mem_types  = caps->reg_mem_types;
+    /* A cache above (UCP's) may keep a registration it never deregisters
+     * only where its memory going away is seen: host memory by the unmap
+     * events that cache subscribes to itself, CUDA memory by the free events
+     * that release rc_gdr's registration (and with it the NIC key and the
+     * bounce token). The buffer-ID check serves only a registration made
+     * later: without free events, a kept registration of freed GPU memory
+     * would stay reachable by peers. */
+    caps->cache_mem_types  = 0;
+    if (uct_rc_gdr_md_hooks_allowed()) {
+        caps->cache_mem_types |= UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    }
+    if (md->cuda_events) {
+        caps->cache_mem_types |= caps->reg_mem_types &
+                                 (UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
+                                  UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED));
+    }
     caps->alloc_mem_types  = 0;
     caps->gva_mem_types    = 0;
     caps->dmabuf_mem_types = 0; /* rc_gdr exports no DMA-BUF for others */
@@ -1455,14 +1475,6 @@ out:
         md->gpus = NULL;
     }
     return status;
-}
-
-
-/* Whether memory hooks may be installed: UCX_MEM_EVENTS=no (what a run
- * under valgrind sets) turns off ours as well as UCX's */
-static int uct_rc_gdr_md_hooks_allowed(void)
-{
-    return ucm_global_opts.enable_events;
 }
 
 
