@@ -16,6 +16,7 @@
 #include <ucs/async/async.h>
 #include <infiniband/verbs.h>
 #include "../mocks/mock_verbs.h"
+#include "../mocks/mock_random.h"
 
 #include <gtest/gtest.h>
 
@@ -762,6 +763,43 @@ TEST_F(md, cache_offered_only_where_invalidated) {
     caps_query(m_md, &caps);
     EXPECT_EQ(hooks ? cuda : 0, caps.cache_mem_types & cuda);
     close();
+}
+
+/*
+ * A bounce token is all that keeps a peer out of other memory: when the
+ * kernel's generator fails, the registration that needs one fails, saying
+ * why, instead of drawing a guessable token.
+ */
+TEST_F(md, token_needs_kernel_random) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    set("REG_METHODS", "dmabuf"); /* the stand-in NIC refuses: bounce */
+    ASSERT_EQ(UCS_OK, open());
+
+    const size_t length = 64 * 1024;
+    char *gpu           = (char*)gpu_alloc(1, length);
+    uct_mem_h memh      = UCT_MEM_HANDLE_NULL;
+    unsigned calls      = mock_random_calls();
+
+    mock_random_fail(ENOSYS);
+    {
+        log_capture capture;
+
+        EXPECT_NE(UCS_OK, uct_md_mem_reg(m_md, gpu, length,
+                                         UCT_MD_MEM_ACCESS_ALL, &memh));
+        EXPECT_TRUE(captured_log_has("getrandom() failed")) <<
+                captured_log.size();
+    }
+    mock_random_fail(0);
+    EXPECT_GT(mock_random_calls(), calls); /* the stand-in was asked */
+
+    memh = reg(gpu, length);
+    EXPECT_NE(0u, token_of(memh));
+    dereg(memh);
+    close();
+    uct_rc_gdr_cuda_mem_free(gpu);
 }
 
 /* Host memory gets the access its registration asks for, no more */

@@ -576,16 +576,29 @@ static void uct_rc_gdr_md_limits_str(uct_rc_gdr_md_t *md, int gpu, char *buf,
 }
 
 
-/* Random bits from the kernel's generator (getrandom), or, should it fail,
- * from UCS's uuid (time, pid, address: not a counter either) */
-static uint64_t uct_rc_gdr_md_token_random(void)
+/* Random bits from the kernel's generator (getrandom), or an error: a
+ * token is all that keeps a peer out of another registration's memory, so
+ * nothing guessable (time, pid, an address) may stand in for it. Blocks
+ * only before the kernel's generator is first seeded. */
+static ucs_status_t uct_rc_gdr_md_token_random(uct_rc_gdr_md_t *md,
+                                               uint64_t *value_p)
 {
     uint64_t value;
+    ssize_t ret;
 
-    if (getrandom(&value, sizeof(value), GRND_NONBLOCK) == sizeof(value)) {
-        return value;
+    do {
+        ret = getrandom(&value, sizeof(value), 0);
+    } while ((ret < 0) && (errno == EINTR));
+
+    if (ret != sizeof(value)) {
+        ucs_error("rc_gdr: %s: getrandom() failed: %s: no unguessable bounce "
+                  "token, registration refused", md->name,
+                  (ret < 0) ? strerror(errno) : "short read");
+        return UCS_ERR_IO_ERROR;
     }
-    return ucs_generate_uuid((uintptr_t)&value);
+
+    *value_p = value;
+    return UCS_OK;
 }
 
 
@@ -608,12 +621,17 @@ static ucs_status_t uct_rc_gdr_md_token_add(uct_rc_gdr_md_t *md,
                                             uct_rc_gdr_rcache_region_t *region,
                                             uint64_t *token_p)
 {
+    ucs_status_t status;
     uint64_t token;
     khiter_t iter;
     int ret;
 
     do {
-        token = uct_rc_gdr_md_token_random() & UCT_RC_GDR_MD_TOKEN_MASK;
+        status = uct_rc_gdr_md_token_random(md, &token);
+        if (status != UCS_OK) {
+            return status;
+        }
+        token &= UCT_RC_GDR_MD_TOKEN_MASK;
         if (region != NULL) {
             token = (token & ~(uint64_t)UINT32_MAX) | nic_key;
         }
