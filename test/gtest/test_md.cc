@@ -1593,6 +1593,62 @@ TEST_F(md, fork_child_leaves_registrations) {
 
 
 /*
+ * An md a child of fork() opens itself is the child's: its cache learns of
+ * the child's unmaps like any other, so memory mapped again at the same
+ * address is registered anew, not served by a registration pinned on the
+ * pages unmapped before.
+ */
+TEST_F(md, fork_child_md_gets_own_events) {
+    /* The parent has had an md: its fork handler is in place */
+    ASSERT_EQ(UCS_OK, open());
+    if (!ucm_global_opts.enable_events) {
+        GTEST_SKIP() << "memory events are off in this process";
+    }
+    close();
+
+    const size_t length = 64 * 1024;
+    int status;
+
+    pid_t pid = fork();
+    ASSERT_NE(-1, pid);
+    if (pid == 0) {
+        alarm(20);
+        if (open() != UCS_OK) {
+            _exit(2);
+        }
+
+        char *buf = (char*)map(length);
+        uct_mem_h memh;
+        if (uct_md_mem_reg(m_md, buf, length, UCT_MD_MEM_ACCESS_ALL,
+                           &memh) != UCS_OK) {
+            _exit(3);
+        }
+        uct_md_mem_dereg(m_md, memh); /* kept for reuse */
+        unsigned regs = mock_verbs_reg_count();
+
+        munmap(buf, length);
+        if (mmap(buf, length, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != buf) {
+            _exit(4);
+        }
+        if (uct_md_mem_reg(m_md, buf, length, UCT_MD_MEM_ACCESS_ALL,
+                           &memh) != UCS_OK) {
+            _exit(3);
+        }
+        /* registered anew: the unmap released the kept registration */
+        _exit((mock_verbs_reg_count() == regs + 1) ? 0 : 5);
+    }
+
+    ASSERT_EQ(pid, waitpid(pid, &status, 0));
+    ASSERT_TRUE(WIFEXITED(status)) << "the child was killed";
+    EXPECT_EQ(0, WEXITSTATUS(status))
+            << ((WEXITSTATUS(status) == 5) ?
+                "the child's md served a registration of unmapped pages" :
+                "the child failed to set up");
+}
+
+
+/*
  * The md over the real CUDA driver (RC_GDR_TEST_CUDA=real on a GPU machine;
  * test/gpu/run_stock_ucx.sh): it tells GPU memory from host memory, and
  * registers GPU memory on the lane its gate chose. The NIC is the stand-in

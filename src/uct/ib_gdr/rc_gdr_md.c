@@ -91,7 +91,8 @@ ucs_config_field_t uct_rc_gdr_md_config_table[] = {
      "cannot move them away from the NIC): try: a failure is logged at "
      "debug level (after other registrations it fails; kernels that pin "
      "fork-safely need none); yes: opening fails then; no: not called. "
-     "Either way a forked child leaves the parent's registrations alone.",
+     "Either way a forked child leaves the parent's registrations alone; an "
+     "md the child opens itself gets the child's own memory events.",
      ucs_offsetof(uct_rc_gdr_md_config_t, fork_init),
      UCS_CONFIG_TYPE_TERNARY},
 
@@ -156,17 +157,28 @@ ucs_status_t uct_rc_gdr_md_query_resources(uct_component_t *component,
 
 
 /*
- * Set in a child of fork(): the registrations, the cache and its lock are
- * the parent's. The child's own unmaps and frees must neither wait for a
- * lock held by a parent thread that does not exist in the child (a
- * deadlock) nor deregister the parent's MRs through the verbs context the
- * child shares with it.
+ * Counts the forks this process descends from, in the child of each. An md
+ * opened before the last fork is the parent's: its registrations, cache and
+ * lock. The child's own unmaps and frees must neither wait for a lock held
+ * by a parent thread that does not exist in the child (a deadlock) nor
+ * deregister the parent's MRs through the verbs context the child shares
+ * with it. An md the child opens itself is the child's: its events are its
+ * own, so its cache learns of the child's unmaps and frees like any other
+ * (a cache left without them would hand out registrations pinned on pages
+ * unmapped since).
  */
-static int uct_rc_gdr_md_forked = 0;
+static unsigned uct_rc_gdr_md_fork_generation = 0;
 
 static void uct_rc_gdr_md_atfork_child(void)
 {
-    uct_rc_gdr_md_forked = 1;
+    ++uct_rc_gdr_md_fork_generation;
+}
+
+/* The md belongs to a process this one was forked from */
+static UCS_F_ALWAYS_INLINE int
+uct_rc_gdr_md_is_parents(const uct_rc_gdr_md_t *md)
+{
+    return md->fork_generation != uct_rc_gdr_md_fork_generation;
 }
 
 static void uct_rc_gdr_md_atfork_register(void)
@@ -186,7 +198,7 @@ static void uct_rc_gdr_md_vm_unmapped(ucm_event_type_t event_type,
 {
     uct_rc_gdr_md_t *md = arg;
 
-    if (ucs_unlikely(uct_rc_gdr_md_forked)) {
+    if (ucs_unlikely(uct_rc_gdr_md_is_parents(md))) {
         return;
     }
     uct_rc_gdr_rcache_invalidate(md->rcache, event->vm_unmapped.address,
@@ -202,7 +214,7 @@ static void uct_rc_gdr_md_cuda_freed(void *address, size_t length,
 {
     uct_rc_gdr_md_t *md = arg;
 
-    if (ucs_unlikely(uct_rc_gdr_md_forked)) {
+    if (ucs_unlikely(uct_rc_gdr_md_is_parents(md))) {
         return;
     }
     uct_rc_gdr_rcache_invalidate(md->rcache, address, length);
@@ -212,7 +224,7 @@ static void uct_rc_gdr_md_cuda_freed(void *address, size_t length,
 /*
  * Fork safety before the first registration, as UCX's IB md: ibv_fork_init()
  * keeps registered pages out of children, and a child's hooks stay off the
- * parent's registrations (uct_rc_gdr_md_forked).
+ * parent's registrations (uct_rc_gdr_md_fork_generation).
  */
 static ucs_status_t
 uct_rc_gdr_md_open_fork(uct_rc_gdr_md_t *md,
@@ -222,6 +234,7 @@ uct_rc_gdr_md_open_fork(uct_rc_gdr_md_t *md,
     int ret;
 
     pthread_once(&once, uct_rc_gdr_md_atfork_register);
+    md->fork_generation = uct_rc_gdr_md_fork_generation;
     if (md_config->fork_init == UCS_NO) {
         return UCS_OK;
     }
