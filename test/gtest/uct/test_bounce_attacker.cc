@@ -108,7 +108,7 @@ typedef struct {
              bounce_malformed, bounce_unexpected, bounce_revoked,
              bounce_acks_dropped, bounce_timeouts, unknown_qp_msgs,
              credit_overflows, bounce_queued_max, tx_stalls,
-             bounce_serve_timeouts, rx_no_imm;
+             bounce_serve_timeouts, rx_no_imm, am_no_handler;
 } stats_t;
 
 
@@ -1624,6 +1624,34 @@ TEST_F(bounce_attacker, no_immediate_data_dropped_counted)
                     DELTA(&st, &before, rx_no_imm) : 0,
                     st.log_lines - before.log_lines);
     check_memory("messages without immediate data");
+    expect_honest_peer_served();
+}
+
+/* Active messages to an id the target set no handler for: dropped, every
+ * one counted, said at most once a second (UCT's default handler would log
+ * a warning, a hex dump and a backtrace for each) */
+TEST_F(bounce_attacker, am_without_handler_dropped_counted)
+{
+    unsigned char data[16];
+    target_state_t before, st;
+    int i;
+
+    memset(data, 0x66, sizeof(data));
+    target_state(&before);
+    for (i = 0; i < 50; ++i) {
+        send_raw(5, data, sizeof(data)); /* user AM id 5: no handler */
+    }
+    drain(1.0);
+    target_state(&st);
+    UCT_TEST_EXPECT(HAS(&st, am_no_handler) &&
+                    (DELTA(&st, &before, am_no_handler) == 50) &&
+                    (st.log_lines - before.log_lines <= 2),
+                    "50 active messages to an id without a handler dropped: "
+                    "%" PRIu64 " counted, %" PRIu64 " lines in the target's "
+                    "log (bound 2)", HAS(&st, am_no_handler) ?
+                    DELTA(&st, &before, am_no_handler) : 0,
+                    st.log_lines - before.log_lines);
+    check_memory("active messages without a handler");
     expect_honest_peer_served();
 }
 
