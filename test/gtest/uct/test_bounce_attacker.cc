@@ -1823,6 +1823,49 @@ TEST_F(bounce_attacker, withheld_get_dropped_after_timeout)
     expect_honest_peer_served();
 }
 
+/* A peer that takes no data of the gets it has the target serve holds at
+ * most its share of the staging buffers (BOUNCE_EP_MAX_BUFS, auto: a
+ * quarter of the pool, here one get of BOUNCE_DEPTH 3 of 8), not the whole
+ * pool until BOUNCE_TIMEOUT, again and again: another endpoint is served
+ * meanwhile */
+TEST_F(bounce_attacker, withheld_gets_leave_buffers_to_others)
+{
+    target_state_t before, held, st;
+    uct_rc_gdr_rkey_t r2_key;
+    uint32_t ids[4];
+    double start;
+    unsigned i;
+
+    target_state(&before);
+    for (i = 0; i < 4; ++i) {
+        ids[i] = get_r2_withheld(&r2_key);
+    }
+    drain(0.5);       /* the credits are spent, buffers held */
+    target_state(&held);
+    start = uct_test_now();
+    expect_honest_peer_served();
+    printf("honest peer served %.2f s after the gets were held\n",
+           uct_test_now() - start);
+    target_state(&st);
+    UCT_TEST_EXPECT((held.stats.bounce_bufs_in_use > 0) &&
+                    (held.stats.bounce_bufs_in_use <= 3),
+                    "4 gets of %u bytes whose data the peer does not take "
+                    "hold %" PRIu64 " of 8 staging buffers (bound 3, "
+                    "most ever %" PRIu64 ")", R2_LEN,
+                    held.stats.bounce_bufs_in_use, st.stats.bounce_bufs_max);
+
+    m_withhold = false;
+    return_credits();
+    for (i = 0; i < 4; ++i) {
+        wait_ack(ids[i], WAIT_S);
+        while (m_owed > 0) {
+            return_credits();
+            drain(0.2);
+        }
+    }
+    check_memory("withheld gets");
+}
+
 /* A served get whose memory is deregistered, freed and reused by another
  * owner while it is served: it stops with an error; none of the new
  * owner's bytes go out. Credits are held back so that the get is still
