@@ -1434,6 +1434,20 @@ ucs_status_t uct_rc_gdr_ep_connect_to_ep(uct_ep_h tl_ep,
                                          const uct_device_addr_t *dev_addr,
                                          const uct_ep_addr_t *ep_addr)
 {
+    /* UCX before 1.16 passes no lengths: the sizes this transport packs */
+    return uct_rc_gdr_ep_connect_to_ep_len(tl_ep, dev_addr,
+                                           uct_rc_gdr_dev_addr_size(),
+                                           ep_addr,
+                                           uct_rc_gdr_ep_addr_size());
+}
+
+
+ucs_status_t uct_rc_gdr_ep_connect_to_ep_len(uct_ep_h tl_ep,
+                                             const uct_device_addr_t *dev_addr,
+                                             size_t dev_addr_length,
+                                             const uct_ep_addr_t *ep_addr,
+                                             size_t ep_addr_length)
+{
     uct_rc_gdr_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
     uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
     uct_rc_gdr_dev_addr_t remote_dev;
@@ -1442,15 +1456,15 @@ ucs_status_t uct_rc_gdr_ep_connect_to_ep(uct_ep_h tl_ep,
     ucs_status_t status;
     int ret;
 
-    /* UCT passes no lengths: the sizes are those this transport packs, and
-     * the checksum refuses a shorter or foreign blob. */
-    status = uct_rc_gdr_dev_addr_unpack(dev_addr, uct_rc_gdr_dev_addr_size(),
+    /* The unpackers read no byte past the lengths: a truncated address is
+     * refused by its length before its checksum is computed */
+    status = uct_rc_gdr_dev_addr_unpack(dev_addr, dev_addr_length,
                                         &remote_dev);
     if (status != UCS_OK) {
         return status;
     }
 
-    status = uct_rc_gdr_ep_addr_unpack(ep_addr, uct_rc_gdr_ep_addr_size(),
+    status = uct_rc_gdr_ep_addr_unpack(ep_addr, ep_addr_length,
                                        &remote_ep);
     if (status != UCS_OK) {
         return status;
