@@ -11,12 +11,14 @@
 
 #include <uct/ib_gdr/rc_gdr_addr.h>
 #include <uct/ib_gdr/rc_gdr_cuda.h>
+#include <uct/ib_gdr/rc_gdr_glue.h>
 #include <ucm/api/ucm.h>
 #include <uct/api/uct.h>
 #include <ucs/async/async.h>
 #include <ucs/sys/topo/base/topo.h>
 #include <infiniband/verbs.h>
 #include "../mocks/mock_verbs.h"
+#include "../mocks/mock_random.h"
 
 #include <gtest/gtest.h>
 
@@ -719,6 +721,93 @@ TEST_F(md, opens_without_memory_events) {
     munmap(buf, length);
 }
 
+/*
+ * What the md tells a cache above it (UCP's) it may keep: CUDA memory only
+ * where free events release rc_gdr's registration of freed memory; without
+ * them a registration UCP keeps would leave freed GPU memory reachable by
+ * peers. Host memory where memory events exist.
+ */
+TEST_F(md, cache_offered_only_where_invalidated) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    const uint64_t cuda = UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
+                          UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
+    typedef void (*caps_func_t)(uct_md_h, uct_rc_gdr_md_caps_t*);
+    caps_func_t caps_query = (caps_func_t)dlsym(the_module().handle,
+                                                "uct_rc_gdr_md_caps");
+    uct_rc_gdr_md_caps_t caps;
+    bool hooks;
+
+    ASSERT_TRUE(caps_query != NULL);
+
+    /* No CUDA free events: UCX_MEM_EVENTS=no, or the cache off */
+    ucm_global_opts.enable_events = 0;
+    ASSERT_EQ(UCS_OK, open());
+    caps_query(m_md, &caps);
+    EXPECT_TRUE(caps.reg_mem_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA));
+    EXPECT_EQ(0u, caps.cache_mem_types & cuda);
+    EXPECT_EQ(0u, caps.cache_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
+    close();
+    ucm_global_opts.enable_events = m_events;
+
+    set("RCACHE", "no");
+    ASSERT_EQ(UCS_OK, open());
+    caps_query(m_md, &caps);
+    EXPECT_EQ(0u, caps.cache_mem_types & cuda);
+    close();
+    unsetenv("UCX_RC_GDR_RCACHE");
+
+    /* With them, CUDA memory may be cached */
+    {
+        log_capture capture(UCS_LOG_LEVEL_DEBUG);
+
+        ASSERT_EQ(UCS_OK, open());
+        hooks = captured_log_has("cached by buffer ID and free hooks");
+    }
+    caps_query(m_md, &caps);
+    EXPECT_EQ(hooks ? cuda : 0, caps.cache_mem_types & cuda);
+    close();
+}
+
+/*
+ * A bounce token is all that keeps a peer out of other memory: when the
+ * kernel's generator fails, the registration that needs one fails, saying
+ * why, instead of drawing a guessable token.
+ */
+TEST_F(md, token_needs_kernel_random) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    set("REG_METHODS", "dmabuf"); /* the stand-in NIC refuses: bounce */
+    ASSERT_EQ(UCS_OK, open());
+
+    const size_t length = 64 * 1024;
+    char *gpu           = (char*)gpu_alloc(1, length);
+    uct_mem_h memh      = UCT_MEM_HANDLE_NULL;
+    unsigned calls      = mock_random_calls();
+
+    mock_random_fail(ENOSYS);
+    {
+        log_capture capture;
+
+        EXPECT_NE(UCS_OK, uct_md_mem_reg(m_md, gpu, length,
+                                         UCT_MD_MEM_ACCESS_ALL, &memh));
+        EXPECT_TRUE(captured_log_has("getrandom() failed")) <<
+                captured_log.size();
+    }
+    mock_random_fail(0);
+    EXPECT_GT(mock_random_calls(), calls); /* the stand-in was asked */
+
+    memh = reg(gpu, length);
+    EXPECT_NE(0u, token_of(memh));
+    dereg(memh);
+    close();
+    uct_rc_gdr_cuda_mem_free(gpu);
+}
+
 /* Host memory gets the access its registration asks for, no more */
 TEST_F(md, host_access_flags) {
     ASSERT_EQ(UCS_OK, open());
@@ -1104,6 +1193,165 @@ TEST_F(md, gpu_reg_fails_without_bounce) {
     EXPECT_EQ(1u, stats().peermem_regs);
     close();
     uct_rc_gdr_cuda_mem_free(gpu);
+}
+
+
+/*
+ * A GPU registration covers its allocation or less. Past its end (by a
+ * byte, or by 1 TiB, beyond what the NIC registers, which used to fall back
+ * to a bounce registration whose token reached the neighbouring
+ * allocation) it is refused, naming the allocation.
+ */
+TEST_F(md, gpu_reg_inside_allocation) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    ASSERT_EQ(UCS_OK, open());
+    mock_verbs_set_max_mr_size(1ull << 36); /* the NIC refuses 1 TiB */
+
+    const size_t length = 64 * 1024;
+    char *gpu           = (char*)gpu_alloc(1, length);
+    char *next          = (char*)gpu_alloc(1, length);
+    /* to the end of the next allocation, wherever the driver put it */
+    const size_t to_next = (next > gpu) ? (size_t)(next + length - gpu) :
+                                          2 * length;
+    const size_t past[]  = {length + 1, to_next, 1ull << 40};
+
+    for (size_t len : past) {
+        log_capture capture;
+        uct_mem_h memh = UCT_MEM_HANDLE_NULL;
+
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                  uct_md_mem_reg(m_md, gpu, len, UCT_MD_MEM_ACCESS_ALL,
+                                 &memh)) << len;
+        EXPECT_TRUE(captured_log_has("leaves the GPU1 cuda-device "
+                                     "allocation")) << len;
+    }
+    {
+        log_capture capture;
+        uct_mem_h memh = UCT_MEM_HANDLE_NULL;
+
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                  uct_md_mem_reg(m_md, gpu + 4096, length,
+                                 UCT_MD_MEM_ACCESS_ALL, &memh));
+    }
+
+    md_stats_t s = stats();
+    EXPECT_EQ(0u, s.bounce_regs);
+    EXPECT_EQ(0u, s.peermem_regs);
+
+    /* The allocation itself, and bytes of it, as before */
+    dereg(reg(gpu, length));
+    dereg(reg(gpu + 4096, length - 4096));
+    close();
+    uct_rc_gdr_cuda_mem_free(gpu);
+    uct_rc_gdr_cuda_mem_free(next);
+}
+
+/*
+ * A VMM range of several mappings is registered whole when they follow one
+ * another without a gap, with one NIC registration; a range that runs into
+ * reserved but unmapped addresses is refused, never shortened.
+ */
+TEST_F(md, gpu_reg_vmm_chunks_whole_or_refused) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    ASSERT_EQ(UCS_OK, open());
+
+    const int ordinal = 1;
+    uct_rc_gdr_cuda_ctx_h ctx, prev = NULL;
+    size_t gran       = 0;
+    void *base        = NULL;
+    uint64_t handle;
+    mock_verbs_mr_t mr;
+
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_cuda_ctx_get_current(&prev));
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_cuda_ctx_retain(ordinal, &ctx));
+    m_ctx_held.push_back(ordinal);
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_cuda_ctx_set_current(ctx));
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_cuda_vmm_granularity(ordinal, &gran));
+    /* three chunks reserved, the first two mapped */
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_cuda_vmm_reserve(3 * gran, gran, &base));
+    for (int i = 0; i < 2; ++i) {
+        ASSERT_EQ(UCS_OK, uct_rc_gdr_cuda_vmm_create(ordinal, gran, 1,
+                                                     &handle));
+        ASSERT_EQ(UCS_OK, uct_rc_gdr_cuda_vmm_map((char*)base + i * gran,
+                                                  gran, handle));
+        uct_rc_gdr_cuda_vmm_release(handle);
+    }
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_cuda_vmm_set_access(base, 2 * gran,
+                                                     ordinal));
+    uct_rc_gdr_cuda_ctx_set_current(prev);
+
+    uct_mem_h memh = reg((char*)base + 100, 2 * gran - 200);
+    ASSERT_TRUE(mock_verbs_find((uintptr_t)base, &mr));
+    EXPECT_EQ(2 * gran, mr.length);
+    EXPECT_TRUE(rkey(memh).flags & UCT_RC_GDR_RKEY_FLAG_NIC);
+    dereg(memh);
+
+    {
+        log_capture capture;
+        uct_mem_h bad = UCT_MEM_HANDLE_NULL;
+
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                  uct_md_mem_reg(m_md, base, 3 * gran, UCT_MD_MEM_ACCESS_ALL,
+                                 &bad));
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                  uct_md_mem_reg(m_md, (char*)base + gran, gran + 1,
+                                 UCT_MD_MEM_ACCESS_ALL, &bad));
+        EXPECT_TRUE(captured_log_has("leaves the GPU1"));
+    }
+
+    close();
+    uct_rc_gdr_cuda_ctx_set_current(ctx);
+    uct_rc_gdr_cuda_vmm_unmap(base, 2 * gran);
+    uct_rc_gdr_cuda_vmm_unreserve(base, 3 * gran);
+    uct_rc_gdr_cuda_ctx_set_current(prev);
+}
+
+/* A registration longer than the device's max_mr_size (the md's max_reg)
+ * is refused in one line that names the limit, host memory as GPU memory */
+TEST_F(md, max_reg_enforced) {
+    mock_verbs_reset();
+    mock_verbs_set_max_mr_size(1 << 20);
+    ASSERT_EQ(UCS_OK, open_keep_mock());
+
+    uct_md_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_md_query(m_md, &attr));
+    EXPECT_EQ(1u << 20, attr.cap.max_reg);
+
+    const size_t length = 2 << 20;
+    char *buf           = (char*)map(length);
+    uct_mem_h memh      = UCT_MEM_HANDLE_NULL;
+
+    {
+        log_capture capture;
+
+        EXPECT_EQ(UCS_ERR_EXCEEDS_LIMIT,
+                  uct_md_mem_reg(m_md, buf, (1 << 20) + 1,
+                                 UCT_MD_MEM_ACCESS_ALL, &memh));
+        EXPECT_TRUE(captured_log_has("exceeds max_reg")) << captured_log.size();
+    }
+    dereg(reg(buf, 1 << 20));
+
+    if (emulated_gpu()) {
+        char *gpu = (char*)gpu_alloc(1, length);
+        log_capture capture;
+
+        EXPECT_EQ(UCS_ERR_EXCEEDS_LIMIT,
+                  uct_md_mem_reg(m_md, gpu, length, UCT_MD_MEM_ACCESS_ALL,
+                                 &memh));
+        EXPECT_EQ(0u, stats().bounce_regs);
+        close();
+        uct_rc_gdr_cuda_mem_free(gpu);
+    }
+
+    close();
+    munmap(buf, length);
+    mock_verbs_set_max_mr_size(UINT64_MAX);
 }
 
 
@@ -1526,6 +1774,62 @@ TEST_F(md, fork_child_leaves_registrations) {
     close();
     munmap(buf, length);
     uct_rc_gdr_cuda_mem_free(gpu);
+}
+
+
+/*
+ * An md a child of fork() opens itself is the child's: its cache learns of
+ * the child's unmaps like any other, so memory mapped again at the same
+ * address is registered anew, not served by a registration pinned on the
+ * pages unmapped before.
+ */
+TEST_F(md, fork_child_md_gets_own_events) {
+    /* The parent has had an md: its fork handler is in place */
+    ASSERT_EQ(UCS_OK, open());
+    if (!ucm_global_opts.enable_events) {
+        GTEST_SKIP() << "memory events are off in this process";
+    }
+    close();
+
+    const size_t length = 64 * 1024;
+    int status;
+
+    pid_t pid = fork();
+    ASSERT_NE(-1, pid);
+    if (pid == 0) {
+        alarm(20);
+        if (open() != UCS_OK) {
+            _exit(2);
+        }
+
+        char *buf = (char*)map(length);
+        uct_mem_h memh;
+        if (uct_md_mem_reg(m_md, buf, length, UCT_MD_MEM_ACCESS_ALL,
+                           &memh) != UCS_OK) {
+            _exit(3);
+        }
+        uct_md_mem_dereg(m_md, memh); /* kept for reuse */
+        unsigned regs = mock_verbs_reg_count();
+
+        munmap(buf, length);
+        if (mmap(buf, length, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != buf) {
+            _exit(4);
+        }
+        if (uct_md_mem_reg(m_md, buf, length, UCT_MD_MEM_ACCESS_ALL,
+                           &memh) != UCS_OK) {
+            _exit(3);
+        }
+        /* registered anew: the unmap released the kept registration */
+        _exit((mock_verbs_reg_count() == regs + 1) ? 0 : 5);
+    }
+
+    ASSERT_EQ(pid, waitpid(pid, &status, 0));
+    ASSERT_TRUE(WIFEXITED(status)) << "the child was killed";
+    EXPECT_EQ(0, WEXITSTATUS(status))
+            << ((WEXITSTATUS(status) == 5) ?
+                "the child's md served a registration of unmapped pages" :
+                "the child failed to set up");
 }
 
 

@@ -43,12 +43,14 @@ static struct {
     unsigned           fail_count;
     int                fail_errno;
     unsigned           max_mrs;
+    uint64_t           max_mr_size;
     unsigned           fork_inits;
     int                fork_init_errno;
     int                refused_access;
     uint32_t           next_key;
 } mock_verbs = {
-    .lock = PTHREAD_MUTEX_INITIALIZER
+    .lock        = PTHREAD_MUTEX_INITIALIZER,
+    .max_mr_size = UINT64_MAX
 };
 
 
@@ -61,11 +63,17 @@ void mock_verbs_reset(void)
     mock_verbs.fail_skip  = 0;
     mock_verbs.fail_count = 0;
     mock_verbs.max_mrs    = 0;
+    mock_verbs.max_mr_size = UINT64_MAX;
     mock_verbs.fork_inits = 0;
     mock_verbs.fork_init_errno = 0;
     mock_verbs.refused_access  = 0;
     pthread_mutex_unlock(&mock_verbs.lock);
     mock_verbs_set_ibdev_path(NULL);
+}
+
+void mock_verbs_set_max_mr_size(uint64_t max)
+{
+    mock_verbs.max_mr_size = max;
 }
 
 unsigned mock_verbs_reg_count(void)
@@ -249,7 +257,7 @@ int ibv_query_device(struct ibv_context *context,
 {
     memset(device_attr, 0, sizeof(*device_attr));
     strcpy(device_attr->fw_ver, "mock");
-    device_attr->max_mr_size     = UINT64_MAX;
+    device_attr->max_mr_size     = mock_verbs.max_mr_size;
     device_attr->page_size_cap   = 4096;
     device_attr->max_qp          = 1024;
     device_attr->max_qp_wr       = 4096;
@@ -314,6 +322,12 @@ static struct ibv_mr *mock_verbs_reg(struct ibv_pd *pd, void *addr,
     if ((mock_verbs.fail_count > 0) && (mock_verbs.fail_skip == 0)) {
         --mock_verbs.fail_count;
         errno = mock_verbs.fail_errno;
+        goto err;
+    }
+
+    /* Longer than the device registers at all */
+    if (length > mock_verbs.max_mr_size) {
+        errno = EINVAL;
         goto err;
     }
 

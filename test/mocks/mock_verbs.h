@@ -61,6 +61,10 @@ void mock_verbs_fail_reg_after(unsigned skip, unsigned count, int err);
  * with ENOMEM, as at a real NIC's max_mr; 0: only the table's size */
 void mock_verbs_set_max_mrs(unsigned max);
 
+/* The device's largest registration (max_mr_size, UINT64_MAX after a
+ * reset): a longer one fails with EINVAL */
+void mock_verbs_set_max_mr_size(uint64_t max);
+
 /* Calls of ibv_fork_init, and whether it fails (errno, 0: succeeds) */
 unsigned mock_verbs_fork_init_count(void);
 void mock_verbs_fail_fork_init(int err);

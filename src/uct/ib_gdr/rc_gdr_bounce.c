@@ -18,6 +18,8 @@
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/math.h>
 
+#include <ucs/sys/string.h>
+
 #include <string.h>
 
 
@@ -42,6 +44,15 @@ ucs_config_field_t uct_rc_gdr_bounce_config_table[] = {
      "When all are in use new transfers wait (UCS_ERR_NO_RESOURCE).",
      ucs_offsetof(uct_rc_gdr_bounce_config_t, pool_size),
      UCS_CONFIG_TYPE_UINT},
+
+    {"BOUNCE_EP_MAX_BUFS", UCT_RC_GDR_BOUNCE_EP_MAX_BUFS_DEFAULT,
+     "Host bounce lane: staging buffers the gets one peer has this interface "
+     "serve from GPU memory may hold at once (each served get holds up to "
+     "BOUNCE_DEPTH); more of its gets wait, so that a peer that takes no "
+     "data cannot hold the whole pool from every other endpoint. auto: a "
+     "quarter of BOUNCE_POOL_SIZE; at least one get is served.",
+     ucs_offsetof(uct_rc_gdr_bounce_config_t, ep_max_bufs),
+     UCS_CONFIG_TYPE_ULUNITS},
 
     {"BOUNCE_TIMEOUT", UCT_RC_GDR_BOUNCE_TIMEOUT_DEFAULT,
      "Host bounce lane: how long a transfer to memory without a NIC key waits "
@@ -678,6 +689,22 @@ void uct_rc_gdr_bounce_ep_cleanup(uct_rc_gdr_ep_t *ep)
 }
 
 
+/* Gets one endpoint may have served at once: its share of the staging
+ * buffers (BOUNCE_EP_MAX_BUFS) over what one get holds (BOUNCE_DEPTH) */
+static unsigned
+uct_rc_gdr_bounce_ep_max_serving(const uct_rc_gdr_bounce_config_t *config)
+{
+    unsigned long bufs = config->ep_max_bufs;
+
+    if (bufs == UCS_ULUNITS_AUTO) {
+        bufs = config->pool_size / 4;
+    } else if (bufs == UCS_ULUNITS_INF) {
+        bufs = config->pool_size;
+    }
+    return ucs_max(1, ucs_min(bufs, config->pool_size) / config->depth);
+}
+
+
 ucs_status_t uct_rc_gdr_bounce_iface_init(uct_rc_gdr_iface_t *iface,
                                           const uct_rc_gdr_bounce_config_t
                                           *config)
@@ -709,6 +736,7 @@ ucs_status_t uct_rc_gdr_bounce_iface_init(uct_rc_gdr_iface_t *iface,
     b->md       = md;
     b->config   = *config;
     b->timeout  = ucs_time_from_sec(config->timeout);
+    b->ep_max_serving = uct_rc_gdr_bounce_ep_max_serving(config);
     b->msg_max  = ucs_min(config->chunk_size,
                           iface->config.seg_size -
                           sizeof(uct_rc_gdr_bounce_hdr_t));

@@ -48,6 +48,7 @@
 #define UCT_RC_GDR_BOUNCE_CHUNK_SIZE_DEFAULT "1m"
 #define UCT_RC_GDR_BOUNCE_DEPTH_DEFAULT      "4"
 #define UCT_RC_GDR_BOUNCE_POOL_SIZE_DEFAULT  "32"
+#define UCT_RC_GDR_BOUNCE_EP_MAX_BUFS_DEFAULT "auto"
 /* A live peer answers a transfer's message within a round trip and a copy;
  * 30 s leaves room for a loaded host and a long FAILURE_TIMEOUT */
 #define UCT_RC_GDR_BOUNCE_TIMEOUT_DEFAULT    "30s"
@@ -64,6 +65,8 @@ typedef struct uct_rc_gdr_bounce_config {
     size_t   chunk_size;   /* staging buffer size, bytes per chunk */
     unsigned depth;        /* chunks in flight per transfer */
     unsigned pool_size;    /* staging buffers per interface */
+    unsigned long ep_max_bufs; /* of them, what one endpoint's served gets
+                                  may hold; UCS_ULUNITS_AUTO: a quarter */
     double   timeout;      /* seconds a transfer waits for a live peer */
 } uct_rc_gdr_bounce_config_t;
 

@@ -249,6 +249,9 @@ struct uct_rc_gdr_bounce_iface {
                                                    own resources */
     uint64_t                         sync_staged_bytes;
     ucs_time_t                       timeout;   /* BOUNCE_TIMEOUT */
+    unsigned                         ep_max_serving; /* served gets staging
+                                                        at once per endpoint
+                                                        (BOUNCE_EP_MAX_BUFS) */
     unsigned                         depth;     /* lane calls on the stack
                                                    that may call the user,
                                                    who may destroy an

@@ -73,6 +73,13 @@ uct_rc_gdr_bounce_serve_start(uct_rc_gdr_bounce_xfer_t *xfer)
     uct_rc_gdr_stage_engine_t *engine;
     ucs_status_t status;
 
+    /* One peer's share of the staging buffers: its gets beyond it wait, so
+     * that gets whose data it does not take (for up to BOUNCE_TIMEOUT, and
+     * again after) leave buffers to every other endpoint */
+    if (ucs_list_length(&bep->serving) >= b->ep_max_serving) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
     status = uct_rc_gdr_bounce_engine(b, xfer->gpu, &engine);
     if (status == UCS_OK) {
         status = uct_rc_gdr_bounce_xfer_stage(xfer, engine);

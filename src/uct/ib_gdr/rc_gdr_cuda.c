@@ -887,6 +887,54 @@ ucs_status_t uct_rc_gdr_cuda_mem_query(const void *addr, size_t len,
     return UCS_OK;
 }
 
+/* VMM memory: mapped by cuMemMap, no context of its own (unlike cuMemAlloc) */
+static int uct_rc_gdr_cuda_mem_is_vmm(const uct_rc_gdr_cuda_mem_info_t *info)
+{
+    return (info->kind == UCT_RC_GDR_CUDA_MEM_DEVICE) &&
+           (info->context == NULL);
+}
+
+ucs_status_t
+uct_rc_gdr_cuda_mem_range_check(const void *addr, size_t len,
+                                const uct_rc_gdr_cuda_mem_info_t *info,
+                                uintptr_t *end_p)
+{
+    uintptr_t start = (uintptr_t)addr;
+    uct_rc_gdr_cuda_mem_info_t next;
+    uintptr_t covered, end;
+    ucs_status_t status;
+
+    if (!(info->flags & UCT_RC_GDR_CUDA_MEM_INFO_RANGE)) {
+        *end_p = start;
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    covered = (uintptr_t)info->base_address + info->alloc_length;
+    if ((start < (uintptr_t)info->base_address) || (start > covered) ||
+        (len > UINTPTR_MAX - start)) {
+        *end_p = covered;
+        return UCS_ERR_INVALID_ADDR;
+    }
+
+    /* Chunk by chunk: the mapping that starts where the last one ends */
+    end = start + len;
+    next = *info;
+    while ((covered < end) && uct_rc_gdr_cuda_mem_is_vmm(&next)) {
+        status = uct_rc_gdr_cuda_mem_query((void*)covered, 1, &next);
+        if ((status != UCS_OK) || !uct_rc_gdr_cuda_mem_is_vmm(&next) ||
+            !(next.flags & UCT_RC_GDR_CUDA_MEM_INFO_RANGE) ||
+            ((uintptr_t)next.base_address != covered) ||
+            (next.device_ordinal != info->device_ordinal) ||
+            (next.alloc_length == 0)) {
+            break;
+        }
+        covered += next.alloc_length;
+    }
+
+    *end_p = covered;
+    return (covered >= end) ? UCS_OK : UCS_ERR_INVALID_ADDR;
+}
+
 ucs_status_t uct_rc_gdr_cuda_buffer_id(const void *addr, uint64_t *id_p)
 {
     unsigned long long id = 0;

@@ -205,6 +205,23 @@ ucs_status_t uct_rc_gdr_cuda_mem_query(const void *addr, size_t len,
 const char *uct_rc_gdr_cuda_mem_kind_str(uct_rc_gdr_cuda_mem_kind_t kind);
 
 /**
+ * Whether [addr, addr+len) lies inside CUDA memory: the allocation @a info
+ * describes (uct_rc_gdr_cuda_mem_query of addr) and, for VMM memory, the
+ * mappings of the same device that continue it without a gap, so a range
+ * spanning contiguous mapped chunks is accepted whole. Memory of any other
+ * kind ends at its allocation: two cuMemAlloc blocks may be adjacent, and
+ * one must never be reached through the other's registration.
+ *
+ * @return UCS_OK; UCS_ERR_INVALID_ADDR when the range leaves the memory,
+ *         with the end of what it covers in *end_p; UCS_ERR_UNSUPPORTED when
+ *         the driver did not tell the allocation's range.
+ */
+ucs_status_t
+uct_rc_gdr_cuda_mem_range_check(const void *addr, size_t len,
+                                const uct_rc_gdr_cuda_mem_info_t *info,
+                                uintptr_t *end_p);
+
+/**
  * The driver's process-wide unique id of the allocation holding addr (one
  * cuPointerGetAttribute call). A freed and reallocated address gets a new id,
  * which is how the registration cache proves a hit is not stale.

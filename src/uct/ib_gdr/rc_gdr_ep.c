@@ -78,16 +78,20 @@ uct_rc_gdr_ep_start_op(uct_rc_gdr_ep_t *ep, int needs_credit,
 
 
 /*
- * The send entries of an iov; *unreadable_p is set when one of them is
- * memory the NIC cannot read: registered for the bounce lane (GPU memory
- * without a NIC key).
+ * The send entries of an iov; *unreadable_p is set when the NIC may not
+ * read one of them: GPU memory without a NIC key, or with one the gate
+ * keeps off that direction (UCX_RC_GDR_NIC_READS_GPU=no with writes
+ * allowed). The rule of the RMA paths (uct_rc_gdr_bounce_mr_staged): a
+ * send's source is read by the NIC, as a put's.
  */
-static size_t uct_rc_gdr_ep_fill_sges(struct ibv_sge *sges,
+static size_t uct_rc_gdr_ep_fill_sges(const uct_rc_gdr_md_t *md,
+                                      struct ibv_sge *sges,
                                       const uct_iov_t *iov, size_t iovcnt,
                                       int *num_sge_p, int *unreadable_p)
 {
     size_t total   = 0;
     int unreadable = 0;
+    const uct_rc_gdr_mr_t *mr;
     size_t i, length;
     int num_sge    = 0;
 
@@ -101,8 +105,9 @@ static size_t uct_rc_gdr_ep_fill_sges(struct ibv_sge *sges,
         if (iov[i].memh == UCT_MEM_HANDLE_NULL) {
             sges[num_sge].lkey = 0;
         } else {
-            sges[num_sge].lkey = uct_rc_gdr_memh_lkey(iov[i].memh);
-            unreadable        |= (sges[num_sge].lkey == 0);
+            mr                 = uct_rc_gdr_memh_mr(iov[i].memh);
+            sges[num_sge].lkey = mr->lkey;
+            unreadable        |= uct_rc_gdr_bounce_mr_staged(md, mr, 1);
         }
         total += length;
         ++num_sge;
@@ -585,7 +590,8 @@ ssize_t uct_rc_gdr_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
  * bytes; the message goes out as one entry.
  */
 static UCS_F_NOINLINE ucs_status_t
-uct_rc_gdr_ep_am_zcopy_stage(void *dest, const uct_iov_t *iov, size_t iovcnt)
+uct_rc_gdr_ep_am_zcopy_stage(uct_rc_gdr_iface_t *iface, void *dest,
+                             const uct_iov_t *iov, size_t iovcnt)
 {
     ucs_status_t status;
     size_t i, length;
@@ -604,6 +610,7 @@ uct_rc_gdr_ep_am_zcopy_stage(void *dest, const uct_iov_t *iov, size_t iovcnt)
                           ucs_status_string(status));
                 return status;
             }
+            iface->stats.am_staged_bytes += length;
         } else {
             memcpy(dest, iov[i].buffer, length);
         }
@@ -653,7 +660,8 @@ ucs_status_t uct_rc_gdr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     sges[0].addr   = (uintptr_t)(op->buf + 1);
     sges[0].length = header_length;
     sges[0].lkey   = op->buf->lkey;
-    length         = uct_rc_gdr_ep_fill_sges(sges + 1, iov, iovcnt, &num_sge,
+    length         = uct_rc_gdr_ep_fill_sges(uct_rc_gdr_ep_md(ep), sges + 1,
+                                             iov, iovcnt, &num_sge,
                                              &unreadable);
     if (ucs_unlikely(header_length + length > iface->config.seg_size)) {
         ucs_error("rc_gdr: am_zcopy length %zu exceeds max_zcopy %zu",
@@ -664,7 +672,8 @@ ucs_status_t uct_rc_gdr_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
 
     if (ucs_unlikely(unreadable)) {
         status = uct_rc_gdr_ep_am_zcopy_stage(
-                UCS_PTR_BYTE_OFFSET(op->buf + 1, header_length), iov, iovcnt);
+                iface, UCS_PTR_BYTE_OFFSET(op->buf + 1, header_length), iov,
+                iovcnt);
         if (status != UCS_OK) {
             uct_rc_gdr_ep_release_op(op);
             return status;
@@ -1425,6 +1434,20 @@ ucs_status_t uct_rc_gdr_ep_connect_to_ep(uct_ep_h tl_ep,
                                          const uct_device_addr_t *dev_addr,
                                          const uct_ep_addr_t *ep_addr)
 {
+    /* UCX before 1.16 passes no lengths: the sizes this transport packs */
+    return uct_rc_gdr_ep_connect_to_ep_len(tl_ep, dev_addr,
+                                           uct_rc_gdr_dev_addr_size(),
+                                           ep_addr,
+                                           uct_rc_gdr_ep_addr_size());
+}
+
+
+ucs_status_t uct_rc_gdr_ep_connect_to_ep_len(uct_ep_h tl_ep,
+                                             const uct_device_addr_t *dev_addr,
+                                             size_t dev_addr_length,
+                                             const uct_ep_addr_t *ep_addr,
+                                             size_t ep_addr_length)
+{
     uct_rc_gdr_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
     uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
     uct_rc_gdr_dev_addr_t remote_dev;
@@ -1433,15 +1456,15 @@ ucs_status_t uct_rc_gdr_ep_connect_to_ep(uct_ep_h tl_ep,
     ucs_status_t status;
     int ret;
 
-    /* UCT passes no lengths: the sizes are those this transport packs, and
-     * the checksum refuses a shorter or foreign blob. */
-    status = uct_rc_gdr_dev_addr_unpack(dev_addr, uct_rc_gdr_dev_addr_size(),
+    /* The unpackers read no byte past the lengths: a truncated address is
+     * refused by its length before its checksum is computed */
+    status = uct_rc_gdr_dev_addr_unpack(dev_addr, dev_addr_length,
                                         &remote_dev);
     if (status != UCS_OK) {
         return status;
     }
 
-    status = uct_rc_gdr_ep_addr_unpack(ep_addr, uct_rc_gdr_ep_addr_size(),
+    status = uct_rc_gdr_ep_addr_unpack(ep_addr, ep_addr_length,
                                        &remote_ep);
     if (status != UCS_OK) {
         return status;

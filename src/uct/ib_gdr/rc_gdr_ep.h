@@ -125,6 +125,13 @@ ucs_status_t uct_rc_gdr_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr);
 ucs_status_t uct_rc_gdr_ep_connect_to_ep(uct_ep_h tl_ep,
                                          const uct_device_addr_t *dev_addr,
                                          const uct_ep_addr_t *ep_addr);
+/* connect_to_ep with the lengths of the peer's addresses (UCX >= 1.16 gives
+ * them in its parameters) */
+ucs_status_t uct_rc_gdr_ep_connect_to_ep_len(uct_ep_h tl_ep,
+                                             const uct_device_addr_t *dev_addr,
+                                             size_t dev_addr_length,
+                                             const uct_ep_addr_t *ep_addr,
+                                             size_t ep_addr_length);
 /* Whether the endpoint's QP is connected to that peer (either address may
  * be NULL: not compared). */
 int uct_rc_gdr_ep_is_connected_to(uct_ep_h tl_ep,

@@ -122,9 +122,20 @@ uct_rc_gdr_glue_connect_to_ep_v2(uct_ep_h ep,
                                  const uct_ep_addr_t *ep_addr,
                                  const uct_ep_connect_to_ep_params_t *params)
 {
-    /* The lengths, when given, are checked by the unpackers' own sizes and
-     * checksums; a blob of another length is refused there. */
-    return uct_rc_gdr_ep_connect_to_ep(ep, device_addr, ep_addr);
+    size_t dev_addr_length = uct_rc_gdr_dev_addr_size();
+    size_t ep_addr_length  = uct_rc_gdr_ep_addr_size();
+
+    /* The lengths UCX gives: a truncated address is refused by its length,
+     * never read past its end. Not given: the sizes this transport packs. */
+    if (params->field_mask &
+        UCT_EP_CONNECT_TO_EP_PARAM_FIELD_DEVICE_ADDR_LENGTH) {
+        dev_addr_length = params->device_addr_length;
+    }
+    if (params->field_mask & UCT_EP_CONNECT_TO_EP_PARAM_FIELD_EP_ADDR_LENGTH) {
+        ep_addr_length = params->ep_addr_length;
+    }
+    return uct_rc_gdr_ep_connect_to_ep_len(ep, device_addr, dev_addr_length,
+                                           ep_addr, ep_addr_length);
 }
 
 

@@ -414,6 +414,31 @@ static unsigned uct_rc_gdr_iface_post_recvs(uct_rc_gdr_iface_t *iface)
 }
 
 
+/*
+ * An active message to an id the user set no handler for: a peer may send
+ * such messages at will, so they are dropped here, counted, and said in one
+ * line at most once a second (UCT's stub would log a warning, a hex dump and
+ * a backtrace for each). The receive buffer goes back to the queue.
+ */
+static UCS_F_NOINLINE void
+uct_rc_gdr_iface_am_unhandled(uct_rc_gdr_iface_t *iface, unsigned id,
+                              uint32_t qp_num)
+{
+    ucs_time_t now = ucs_get_time();
+
+    ++iface->stats.am_no_handler;
+    if ((iface->stats.am_no_handler > 1) &&
+        (now - iface->am_no_handler_logged < ucs_time_from_sec(1.0))) {
+        return;
+    }
+
+    iface->am_no_handler_logged = now;
+    ucs_warn("rc_gdr: active message id %u from QP 0x%x has no handler: "
+             "dropped (%" PRIu64 " so far; said at most once a second)", id,
+             qp_num, iface->stats.am_no_handler);
+}
+
+
 static void uct_rc_gdr_iface_handle_recv(uct_rc_gdr_iface_t *iface,
                                          struct ibv_wc *wc)
 {
@@ -476,6 +501,10 @@ static void uct_rc_gdr_iface_handle_recv(uct_rc_gdr_iface_t *iface,
     data = uct_rc_gdr_iface_rx_data(iface, buf);
     if (imm & UCT_RC_GDR_IMM_INTERNAL) {
         iface->lane_ops->recv(iface, ep, data, wc->byte_len);
+    } else if (ucs_unlikely(iface->super.am[imm & UCT_RC_GDR_IMM_AM_ID_MASK]
+                                    .cb == iface->am_stub)) {
+        uct_rc_gdr_iface_am_unhandled(iface, imm & UCT_RC_GDR_IMM_AM_ID_MASK,
+                                      wc->qp_num);
     } else {
         uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV,
                            (int)(imm & UCT_RC_GDR_IMM_AM_ID_MASK), data,
@@ -805,6 +834,10 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
                               params, tl_config
                               UCS_STATS_ARG(params->stats_root)
                               UCS_STATS_ARG(UCT_RC_GDR_TL_NAME));
+
+    /* Every id has UCT's stub now; a handler the user sets replaces it */
+    self->am_stub              = self->super.am[0].cb;
+    self->am_no_handler_logged = 0;
 
     if (!(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
         ucs_error("rc_gdr: only device open mode is supported");

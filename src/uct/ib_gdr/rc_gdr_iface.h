@@ -131,6 +131,12 @@ typedef struct uct_rc_gdr_iface_stats {
                                             immediate data every message
                                             of the protocol carries:
                                             dropped */
+    uint64_t                  am_no_handler; /* active messages to an id
+                                                with no handler: dropped */
+    uint64_t                  am_staged_bytes; /* GPU bytes of active
+                                                  messages copied into the
+                                                  send buffer: the NIC may
+                                                  not read them */
 } uct_rc_gdr_iface_stats_t;
 
 
@@ -188,6 +194,11 @@ struct uct_rc_gdr_iface {
         uint8_t               flush_mode;    /* uct_rc_gdr_flush_mode_t */
     } config;
     uct_rc_gdr_iface_stats_t  stats;
+    /* UCT's handler of an id nobody set (every id's at init), which logs a
+     * warning, a dump and a backtrace per message: what a peer sends to
+     * such an id is dropped before it (uct_rc_gdr_iface_am_unhandled) */
+    uct_am_callback_t         am_stub;
+    ucs_time_t                am_no_handler_logged; /* last said */
     uct_rc_gdr_bounce_iface_t *bounce;    /* the lane's state */
     const uct_rc_gdr_iface_lane_ops_t *lane_ops; /* set by the lane */
     unsigned                  lane_users; /* endpoints the lane keeps state

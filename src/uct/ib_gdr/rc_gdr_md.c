@@ -92,7 +92,8 @@ ucs_config_field_t uct_rc_gdr_md_config_table[] = {
      "cannot move them away from the NIC): try: a failure is logged at "
      "debug level (after other registrations it fails; kernels that pin "
      "fork-safely need none); yes: opening fails then; no: not called. "
-     "Either way a forked child leaves the parent's registrations alone.",
+     "Either way a forked child leaves the parent's registrations alone; an "
+     "md the child opens itself gets the child's own memory events.",
      ucs_offsetof(uct_rc_gdr_md_config_t, fork_init),
      UCS_CONFIG_TYPE_TERNARY},
 
@@ -165,17 +166,28 @@ ucs_status_t uct_rc_gdr_md_query_resources(uct_component_t *component,
 
 
 /*
- * Set in a child of fork(): the registrations, the cache and its lock are
- * the parent's. The child's own unmaps and frees must neither wait for a
- * lock held by a parent thread that does not exist in the child (a
- * deadlock) nor deregister the parent's MRs through the verbs context the
- * child shares with it.
+ * Counts the forks this process descends from, in the child of each. An md
+ * opened before the last fork is the parent's: its registrations, cache and
+ * lock. The child's own unmaps and frees must neither wait for a lock held
+ * by a parent thread that does not exist in the child (a deadlock) nor
+ * deregister the parent's MRs through the verbs context the child shares
+ * with it. An md the child opens itself is the child's: its events are its
+ * own, so its cache learns of the child's unmaps and frees like any other
+ * (a cache left without them would hand out registrations pinned on pages
+ * unmapped since).
  */
-static int uct_rc_gdr_md_forked = 0;
+static unsigned uct_rc_gdr_md_fork_generation = 0;
 
 static void uct_rc_gdr_md_atfork_child(void)
 {
-    uct_rc_gdr_md_forked = 1;
+    ++uct_rc_gdr_md_fork_generation;
+}
+
+/* The md belongs to a process this one was forked from */
+static UCS_F_ALWAYS_INLINE int
+uct_rc_gdr_md_is_parents(const uct_rc_gdr_md_t *md)
+{
+    return md->fork_generation != uct_rc_gdr_md_fork_generation;
 }
 
 static void uct_rc_gdr_md_atfork_register(void)
@@ -195,7 +207,7 @@ static void uct_rc_gdr_md_vm_unmapped(ucm_event_type_t event_type,
 {
     uct_rc_gdr_md_t *md = arg;
 
-    if (ucs_unlikely(uct_rc_gdr_md_forked)) {
+    if (ucs_unlikely(uct_rc_gdr_md_is_parents(md))) {
         return;
     }
     uct_rc_gdr_rcache_invalidate(md->rcache, event->vm_unmapped.address,
@@ -211,7 +223,7 @@ static void uct_rc_gdr_md_cuda_freed(void *address, size_t length,
 {
     uct_rc_gdr_md_t *md = arg;
 
-    if (ucs_unlikely(uct_rc_gdr_md_forked)) {
+    if (ucs_unlikely(uct_rc_gdr_md_is_parents(md))) {
         return;
     }
     uct_rc_gdr_rcache_invalidate(md->rcache, address, length);
@@ -221,7 +233,7 @@ static void uct_rc_gdr_md_cuda_freed(void *address, size_t length,
 /*
  * Fork safety before the first registration, as UCX's IB md: ibv_fork_init()
  * keeps registered pages out of children, and a child's hooks stay off the
- * parent's registrations (uct_rc_gdr_md_forked).
+ * parent's registrations (uct_rc_gdr_md_fork_generation).
  */
 static ucs_status_t
 uct_rc_gdr_md_open_fork(uct_rc_gdr_md_t *md,
@@ -231,6 +243,7 @@ uct_rc_gdr_md_open_fork(uct_rc_gdr_md_t *md,
     int ret;
 
     pthread_once(&once, uct_rc_gdr_md_atfork_register);
+    md->fork_generation = uct_rc_gdr_md_fork_generation;
     if (md_config->fork_init == UCS_NO) {
         return UCS_OK;
     }
@@ -292,6 +305,14 @@ void uct_rc_gdr_md_close(uct_md_h tl_md)
 }
 
 
+/* Whether memory hooks may be installed: UCX_MEM_EVENTS=no (what a run
+ * under valgrind sets) turns off ours as well as UCX's */
+static int uct_rc_gdr_md_hooks_allowed(void)
+{
+    return ucm_global_opts.enable_events;
+}
+
+
 /* UCP weighs devices by CPU locality; rc_gdr does not restrict it. */
 static void uct_rc_gdr_md_local_cpus(ucs_cpu_set_t *cpus)
 {
@@ -323,10 +344,22 @@ void uct_rc_gdr_md_caps(uct_md_h tl_md, uct_rc_gdr_md_caps_t *caps)
         caps->detect_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
                                   UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
     }
-    /* A cache above (UCP's) may keep every registration: host memory
-     * unmapped and CUDA memory freed invalidate rc_gdr's own regions, and a
-     * reused address with a new buffer ID never hits a stale one. */
-    caps->cache_mem_types  = caps->reg_mem_types;
+    /* A cache above (UCP's) may keep a registration it never deregisters
+     * only where its memory going away is seen: host memory by the unmap
+     * events that cache subscribes to itself, CUDA memory by the free events
+     * that release rc_gdr's registration (and with it the NIC key and the
+     * bounce token). The buffer-ID check serves only a registration made
+     * later: without free events, a kept registration of freed GPU memory
+     * would stay reachable by peers. */
+    caps->cache_mem_types  = 0;
+    if (uct_rc_gdr_md_hooks_allowed()) {
+        caps->cache_mem_types |= UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    }
+    if (md->cuda_events) {
+        caps->cache_mem_types |= caps->reg_mem_types &
+                                 (UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
+                                  UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED));
+    }
     caps->alloc_mem_types  = 0;
     caps->gva_mem_types    = 0;
     caps->dmabuf_mem_types = 0; /* rc_gdr exports no DMA-BUF for others */
@@ -567,16 +600,29 @@ static void uct_rc_gdr_md_limits_str(uct_rc_gdr_md_t *md, int gpu, char *buf,
 }
 
 
-/* Random bits from the kernel's generator (getrandom), or, should it fail,
- * from UCS's uuid (time, pid, address: not a counter either) */
-static uint64_t uct_rc_gdr_md_token_random(void)
+/* Random bits from the kernel's generator (getrandom), or an error: a
+ * token is all that keeps a peer out of another registration's memory, so
+ * nothing guessable (time, pid, an address) may stand in for it. Blocks
+ * only before the kernel's generator is first seeded. */
+static ucs_status_t uct_rc_gdr_md_token_random(uct_rc_gdr_md_t *md,
+                                               uint64_t *value_p)
 {
     uint64_t value;
+    ssize_t ret;
 
-    if (getrandom(&value, sizeof(value), GRND_NONBLOCK) == sizeof(value)) {
-        return value;
+    do {
+        ret = getrandom(&value, sizeof(value), 0);
+    } while ((ret < 0) && (errno == EINTR));
+
+    if (ret != sizeof(value)) {
+        ucs_error("rc_gdr: %s: getrandom() failed: %s: no unguessable bounce "
+                  "token, registration refused", md->name,
+                  (ret < 0) ? strerror(errno) : "short read");
+        return UCS_ERR_IO_ERROR;
     }
-    return ucs_generate_uuid((uintptr_t)&value);
+
+    *value_p = value;
+    return UCS_OK;
 }
 
 
@@ -599,12 +645,17 @@ static ucs_status_t uct_rc_gdr_md_token_add(uct_rc_gdr_md_t *md,
                                             uct_rc_gdr_rcache_region_t *region,
                                             uint64_t *token_p)
 {
+    ucs_status_t status;
     uint64_t token;
     khiter_t iter;
     int ret;
 
     do {
-        token = uct_rc_gdr_md_token_random() & UCT_RC_GDR_MD_TOKEN_MASK;
+        status = uct_rc_gdr_md_token_random(md, &token);
+        if (status != UCS_OK) {
+            return status;
+        }
+        token &= UCT_RC_GDR_MD_TOKEN_MASK;
         if (region != NULL) {
             token = (token & ~(uint64_t)UINT32_MAX) | nic_key;
         }
@@ -978,6 +1029,41 @@ static const uct_rc_gdr_rcache_ops_t uct_rc_gdr_md_rcache_ops = {
 };
 
 
+/*
+ * A GPU registration covers its CUDA allocation or less: the NIC (peermem)
+ * or the bounce lane, which falls back when the NIC refuses, would
+ * otherwise let peers reach the neighbouring allocation through its key.
+ */
+static ucs_status_t
+uct_rc_gdr_md_gpu_range_check(uct_rc_gdr_md_t *md, void *address,
+                              size_t length,
+                              const uct_rc_gdr_cuda_mem_info_t *info)
+{
+    ucs_status_t status;
+    uintptr_t end;
+
+    status = uct_rc_gdr_cuda_mem_range_check(address, length, info, &end);
+    if (status == UCS_ERR_UNSUPPORTED) {
+        ucs_error("rc_gdr: %s: registration of %p+%zu refused: the CUDA "
+                  "driver does not tell the allocation's range "
+                  "(cuMemGetAddressRange), so it cannot be checked",
+                  md->name, address, length);
+        return UCS_ERR_INVALID_ADDR;
+    } else if (status != UCS_OK) {
+        ucs_error("rc_gdr: %s: registration of %p+%zu refused: it leaves "
+                  "the GPU%d %s allocation %p..%p (mapped memory ends at "
+                  "%p)", md->name, address, length, info->device_ordinal,
+                  uct_rc_gdr_cuda_mem_kind_str(info->kind),
+                  info->base_address,
+                  UCS_PTR_BYTE_OFFSET(info->base_address, info->alloc_length),
+                  (void*)end);
+        return UCS_ERR_INVALID_ADDR;
+    }
+
+    return UCS_OK;
+}
+
+
 ucs_status_t uct_rc_gdr_md_reg(uct_md_h tl_md, void *address, size_t length,
                                uint64_t flags, uct_mem_h *memh_p)
 {
@@ -990,6 +1076,14 @@ ucs_status_t uct_rc_gdr_md_reg(uct_md_h tl_md, void *address, size_t length,
     ucs_status_t status;
     uint64_t token;
 
+    if (length > md->dev_attr.max_mr_size) {
+        ucs_error("rc_gdr: %s: registration of %zu bytes at %p exceeds "
+                  "max_reg, the device's largest registration (max_mr_size "
+                  "%" PRIu64 "): register it in parts", md->name, length,
+                  address, (uint64_t)md->dev_attr.max_mr_size);
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+
     info.mem_type  = UCS_MEMORY_TYPE_HOST;
     info.buffer_id = 0;
     if (md->num_gpus > 0) {
@@ -1001,6 +1095,12 @@ ucs_status_t uct_rc_gdr_md_reg(uct_md_h tl_md, void *address, size_t length,
         }
         if (info.kind == UCT_RC_GDR_CUDA_MEM_PINNED) {
             info.mem_type = UCS_MEMORY_TYPE_HOST;
+        } else if (info.mem_type != UCS_MEMORY_TYPE_HOST) {
+            status = uct_rc_gdr_md_gpu_range_check(md, address, length,
+                                                   &info);
+            if (status != UCS_OK) {
+                return status;
+            }
         }
     }
 
@@ -1536,14 +1636,6 @@ out:
         md->gpus = NULL;
     }
     return status;
-}
-
-
-/* Whether memory hooks may be installed: UCX_MEM_EVENTS=no (what a run
- * under valgrind sets) turns off ours as well as UCX's */
-static int uct_rc_gdr_md_hooks_allowed(void)
-{
-    return ucm_global_opts.enable_events;
 }
 
 

@@ -147,6 +147,9 @@ typedef struct uct_rc_gdr_md {
     unsigned                  rcache_gpu_flags;
     int                       mem_events;  /* subscribed to unmap events */
     int                       cuda_events; /* CUDA free hooks installed */
+    unsigned                  fork_generation; /* forks before its opening:
+                                                  its events are ignored in a
+                                                  child forked after it */
     int                       num_gpus;    /* 0: no CUDA driver or GPU */
     uct_rc_gdr_md_gpu_t       *gpus;       /* by CUDA ordinal */
     int                       emulated_gpu;

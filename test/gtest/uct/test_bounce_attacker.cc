@@ -108,7 +108,7 @@ typedef struct {
              bounce_malformed, bounce_unexpected, bounce_revoked,
              bounce_acks_dropped, bounce_timeouts, unknown_qp_msgs,
              credit_overflows, bounce_queued_max, tx_stalls,
-             bounce_serve_timeouts, rx_no_imm;
+             bounce_serve_timeouts, rx_no_imm, am_no_handler;
 } stats_t;
 
 
@@ -1627,6 +1627,34 @@ TEST_F(bounce_attacker, no_immediate_data_dropped_counted)
     expect_honest_peer_served();
 }
 
+/* Active messages to an id the target set no handler for: dropped, every
+ * one counted, said at most once a second (UCT's default handler would log
+ * a warning, a hex dump and a backtrace for each) */
+TEST_F(bounce_attacker, am_without_handler_dropped_counted)
+{
+    unsigned char data[16];
+    target_state_t before, st;
+    int i;
+
+    memset(data, 0x66, sizeof(data));
+    target_state(&before);
+    for (i = 0; i < 50; ++i) {
+        send_raw(5, data, sizeof(data)); /* user AM id 5: no handler */
+    }
+    drain(1.0);
+    target_state(&st);
+    UCT_TEST_EXPECT(HAS(&st, am_no_handler) &&
+                    (DELTA(&st, &before, am_no_handler) == 50) &&
+                    (st.log_lines - before.log_lines <= 2),
+                    "50 active messages to an id without a handler dropped: "
+                    "%" PRIu64 " counted, %" PRIu64 " lines in the target's "
+                    "log (bound 2)", HAS(&st, am_no_handler) ?
+                    DELTA(&st, &before, am_no_handler) : 0,
+                    st.log_lines - before.log_lines);
+    check_memory("active messages without a handler");
+    expect_honest_peer_served();
+}
+
 /* Duplicated and out-of-order messages of a put */
 TEST_F(bounce_attacker, out_of_order_put_refused)
 {
@@ -1793,6 +1821,49 @@ TEST_F(bounce_attacker, withheld_get_dropped_after_timeout)
                     st_str(s1), m_get_data_bytes);
     check_memory("served get timeout");
     expect_honest_peer_served();
+}
+
+/* A peer that takes no data of the gets it has the target serve holds at
+ * most its share of the staging buffers (BOUNCE_EP_MAX_BUFS, auto: a
+ * quarter of the pool, here one get of BOUNCE_DEPTH 3 of 8), not the whole
+ * pool until BOUNCE_TIMEOUT, again and again: another endpoint is served
+ * meanwhile */
+TEST_F(bounce_attacker, withheld_gets_leave_buffers_to_others)
+{
+    target_state_t before, held, st;
+    uct_rc_gdr_rkey_t r2_key;
+    uint32_t ids[4];
+    double start;
+    unsigned i;
+
+    target_state(&before);
+    for (i = 0; i < 4; ++i) {
+        ids[i] = get_r2_withheld(&r2_key);
+    }
+    drain(0.5);       /* the credits are spent, buffers held */
+    target_state(&held);
+    start = uct_test_now();
+    expect_honest_peer_served();
+    printf("honest peer served %.2f s after the gets were held\n",
+           uct_test_now() - start);
+    target_state(&st);
+    UCT_TEST_EXPECT((held.stats.bounce_bufs_in_use > 0) &&
+                    (held.stats.bounce_bufs_in_use <= 3),
+                    "4 gets of %u bytes whose data the peer does not take "
+                    "hold %" PRIu64 " of 8 staging buffers (bound 3, "
+                    "most ever %" PRIu64 ")", R2_LEN,
+                    held.stats.bounce_bufs_in_use, st.stats.bounce_bufs_max);
+
+    m_withhold = false;
+    return_credits();
+    for (i = 0; i < 4; ++i) {
+        wait_ack(ids[i], WAIT_S);
+        while (m_owed > 0) {
+            return_credits();
+            drain(0.2);
+        }
+    }
+    check_memory("withheld gets");
 }
 
 /* A served get whose memory is deregistered, freed and reused by another

@@ -850,6 +850,36 @@ TEST_F(gpu_lanes, am_zcopy_gdr_lane_byte_exact)
     check_am_zcopy(0);
 }
 
+/* NIC_READS_GPU=no with writes allowed: the memory has a NIC key (for the
+ * writes), but a send from it is staged like a put from it, not read by
+ * the NIC */
+TEST_F(gpu_emulated, am_zcopy_nic_reads_gpu_off_on_ordering_gpu)
+{
+    /* uct_rc_gdr_iface_stats_t (rc_gdr_iface.h) up to am_staged_bytes */
+    struct {
+        uint64_t size, fields[22], am_no_handler, am_staged_bytes;
+    } st;
+    typedef ucs_status_t (*query_t)(uct_iface_h, void*);
+    query_t query = (query_t)uct_test_module_sym(
+            "uct_rc_gdr_iface_stats_query");
+
+    require_writes_ordering(UCT_RC_GDR_CUDA_WRITES_ORDERING_OWNER);
+    if (IsSkipped()) {
+        return;
+    }
+    env_set("UCX_RC_GDR_NIC_READS_GPU", "no");
+    check_am_zcopy(0);
+    ASSERT_TRUE(query != NULL);
+    memset(&st, 0, sizeof(st));
+    st.size = sizeof(st);
+    ASSERT_EQ(UCS_OK, query(a->iface, &st));
+    UCT_TEST_EXPECT((st.size == sizeof(st)) &&
+                    (st.am_staged_bytes == 2 * GPU_AM_ZCOPY_SIZE),
+                    "both sends staged through host memory: %lu bytes "
+                    "copied, %d expected", (unsigned long)st.am_staged_bytes,
+                    2 * GPU_AM_ZCOPY_SIZE);
+}
+
 /* Requiring GDR where no mechanism works: opening fails, naming the check */
 TEST_F(gpu_lanes, require_gdr_refused_names_check)
 {

@@ -15,6 +15,8 @@
 
 #include <inttypes.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 
 class release : public uct_rc_gdr_pair_test {
@@ -181,6 +183,52 @@ TEST_F(release, connect_to_ep_v2)
     uct_rkey_release(c->component, &rkey);
     UCT_TEST_EXPECT((status == UCS_OK) && !memcmp(d->buf, "v2", 3),
                     "a put arrives over it (%s)", ucs_status_string(status));
+}
+
+/* A truncated address, with the length UCX gives, is refused by that
+ * length: not one byte past its end is read (here an inaccessible page
+ * follows it, so a read past it would crash the test) */
+TEST_F(release, connect_to_ep_v2_truncated_refused)
+{
+    uct_test_node_t *c   = node_open(dev_a(), 0);
+    uct_test_node_t *d   = node_open(dev_b(), 0);
+    size_t page          = sysconf(_SC_PAGESIZE);
+    size_t dev_len       = d->iface_attr.device_addr_len;
+    size_t ep_len        = d->iface_attr.ep_addr_len;
+    uct_ep_connect_to_ep_params_t params;
+    uct_test_wire_t wd;
+    ucs_status_t status;
+    char *pages, *dev, *ep;
+
+    uct_test_node_wire(d, &wd);
+    pages = (char*)mmap(NULL, 2 * page, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(MAP_FAILED, (void*)pages);
+    ASSERT_EQ(0, mprotect(pages + page, page, PROT_NONE));
+
+    /* Each address in turn cut short, its last byte the page's last */
+    for (int cut = 0; cut < 2; ++cut) {
+        params.field_mask         =
+                UCT_EP_CONNECT_TO_EP_PARAM_FIELD_DEVICE_ADDR_LENGTH |
+                UCT_EP_CONNECT_TO_EP_PARAM_FIELD_EP_ADDR_LENGTH;
+        params.device_addr_length = (cut == 0) ? dev_len / 2 : dev_len;
+        params.ep_addr_length     = (cut == 1) ? ep_len / 2 : ep_len;
+        dev = pages + page - params.device_addr_length -
+              ((cut == 0) ? 0 : page / 2);
+        ep  = pages + page - params.ep_addr_length -
+              ((cut == 1) ? 0 : page / 2);
+        memcpy(dev, wd.dev, params.device_addr_length);
+        memcpy(ep, wd.ep, params.ep_addr_length);
+        status = uct_ep_connect_to_ep_v2(c->ep, (uct_device_addr_t*)dev,
+                                         (uct_ep_addr_t*)ep, &params);
+        UCT_TEST_EXPECT(status != UCS_OK, "%s address of %zu of %zu bytes "
+                        "refused (%s)", (cut == 0) ? "device" : "endpoint",
+                        (cut == 0) ? params.device_addr_length :
+                                     params.ep_addr_length,
+                        (cut == 0) ? dev_len : ep_len,
+                        ucs_status_string(status));
+    }
+    munmap(pages, 2 * page);
 }
 
 #else
