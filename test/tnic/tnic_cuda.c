@@ -148,7 +148,9 @@ static int tnic_cuda_is_device(uint64_t addr, tnic_cu_device_t *dev_p)
 
 /* Whether [addr, addr + length) is device memory mapped without a hole:
  * one allocation, or VMM chunks mapped back to back (registered whole, never
- * as the first chunk alone) */
+ * as the first chunk alone); registrations are page-rounded, and a NIC pins
+ * whole pages */
+#define TNIC_CUDA_PAGE 4096
 static int tnic_cuda_range_mapped(uint64_t addr, size_t length)
 {
     uint64_t end = addr + length;
@@ -156,10 +158,14 @@ static int tnic_cuda_range_mapped(uint64_t addr, size_t length)
     size_t size;
 
     while (addr < end) {
-        if (tnic_cuda.mem_get_address_range(&base, &size, addr) != 0) {
+        if (tnic_cuda.mem_get_address_range(&base, &size, addr) == 0) {
+            addr = base + size;
+        } else if (addr % TNIC_CUDA_PAGE) {
+            /* the tail of the page an allocation ends in: pinned with it */
+            addr += TNIC_CUDA_PAGE - (addr % TNIC_CUDA_PAGE);
+        } else {
             return 0;
         }
-        addr = base + size;
     }
     return 1;
 }
