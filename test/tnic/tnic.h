@@ -98,9 +98,21 @@ typedef struct tnic_mem_ops {
     /* 8-byte atomic at addr: fetch-and-add or compare-and-swap */
     int (*atomic)(void *mr_priv, uint64_t addr, int is_cswap,
                   uint64_t compare_add, uint64_t swap, uint64_t *orig_p);
+    /* at deregistration: what the accessor kept for the MR (may be NULL) */
+    void (*release)(void *mr_priv);
 } tnic_mem_ops_t;
 
 extern const tnic_mem_ops_t tnic_mem_host_ops;
+
+/* tnic_cuda.c: which accessor reaches [addr, addr + length): host memory,
+ * or device memory through the CUDA driver (peermem); an errno when the
+ * NIC cannot register it */
+int tnic_cuda_reg_classify(void *addr, size_t length,
+                           const tnic_mem_ops_t **ops_p, void **priv_p);
+/* An exported dma-buf of device memory, reached at [iova, iova + length) */
+int tnic_dmabuf_resolve(int fd, uint64_t offset, size_t length,
+                        uint64_t iova, const tnic_mem_ops_t **ops_p,
+                        void **priv_p);
 
 typedef struct tnic_device {
     struct ibv_device   ibdev;
@@ -321,7 +333,8 @@ typedef struct tnic_fault {
     long                reg_errno_after;
     uint64_t            delay_ns;
     unsigned            cq_max;           /* 0 = honour cqe */
-    int                 dmabuf;
+    int                 dmabuf;    /* ibv_reg_dmabuf_mr served */
+    int                 peermem;   /* ibv_reg_mr reaches device memory */
     int                 drop_all;
     pid_t               drop_pid;
     int                 drop_lid;

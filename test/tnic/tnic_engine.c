@@ -144,10 +144,12 @@ static int tnic_sgl_copy(tnic_pd_t *pd, const struct ibv_sge *sg, int num_sge,
         if (n > len) {
             n = len;
         }
-        if (to_sgl) {
-            mr->mem_ops->write(mr->mem_priv, sg[i].addr + skip, p, n);
-        } else {
-            mr->mem_ops->read(mr->mem_priv, sg[i].addr + skip, p, n);
+        /* an accessor that cannot reach the memory (device memory freed
+         * under the registration) fails as an invalidated MR does */
+        if ((to_sgl ?
+             mr->mem_ops->write(mr->mem_priv, sg[i].addr + skip, p, n) :
+             mr->mem_ops->read(mr->mem_priv, sg[i].addr + skip, p, n)) != 0) {
+            return IBV_WC_LOC_PROT_ERR;
         }
         p      += n;
         len    -= n;
@@ -798,7 +800,11 @@ static void tnic_responder_recv(tnic_qp_t *qp, const tnic_msg_hdr_t *hdr,
                                     IBV_EVENT_QP_ACCESS_ERR);
                 return;
             }
-            mr->mem_ops->write(mr->mem_priv, addr, data, hdr->len);
+            if (mr->mem_ops->write(mr->mem_priv, addr, data, hdr->len) != 0) {
+                tnic_responder_fail(qp, hdr, IBV_WC_REM_ACCESS_ERR,
+                                    IBV_EVENT_QP_ACCESS_ERR);
+                return;
+            }
         }
         if (hdr->flags & TNIC_MSG_F_LAST) {
             qp->rx_active = 0;
@@ -829,9 +835,12 @@ static void tnic_responder_recv(tnic_qp_t *qp, const tnic_msg_hdr_t *hdr,
             if (len > TNIC_SEG_MAX) {
                 len = TNIC_SEG_MAX;
             }
-            if (len > 0) {
-                mr->mem_ops->read(mr->mem_priv, addr + offset,
-                                  tnic_engine_buf, len);
+            if ((len > 0) &&
+                (mr->mem_ops->read(mr->mem_priv, addr + offset,
+                                   tnic_engine_buf, len) != 0)) {
+                tnic_responder_fail(qp, hdr, IBV_WC_REM_ACCESS_ERR,
+                                    IBV_EVENT_QP_ACCESS_ERR);
+                return;
             }
             memset(&resp, 0, sizeof(resp));
             resp.offset = offset;
@@ -860,9 +869,14 @@ static void tnic_responder_recv(tnic_qp_t *qp, const tnic_msg_hdr_t *hdr,
         }
         ++qp->rx_psn;
         memset(&resp, 0, sizeof(resp));
-        mr->mem_ops->atomic(mr->mem_priv, addr,
-                            hdr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP,
-                            hdr->compare_add, hdr->swap, &resp.compare_add);
+        if (mr->mem_ops->atomic(mr->mem_priv, addr,
+                                hdr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP,
+                                hdr->compare_add, hdr->swap,
+                                &resp.compare_add) != 0) {
+            tnic_responder_fail(qp, hdr, IBV_WC_REM_ACCESS_ERR,
+                                IBV_EVENT_QP_ACCESS_ERR);
+            return;
+        }
         tnic_respond(qp, hdr, TNIC_MSG_ATOMIC_RESP, &resp, NULL);
         break;
 

@@ -7,7 +7,8 @@
  *   qp_error:after=N
  *   reg_fail:budget=BYTES      reg_fail:errno=EFAULT|ENOMEM|EOPNOTSUPP
  *   delay:us=N                 cq:max=N
- *   drop  drop:pid=N  drop:lid=N                dmabuf:on
+ *   drop  drop:pid=N  drop:lid=N
+ *   peermem:off  dmabuf:off    (the GPU memory mechanisms; both on by default)
  */
 
 #include "tnic.h"
@@ -24,6 +25,9 @@ void tnic_fault_reset(void)
     tnic_fault.wc_error_after  = -1;
     tnic_fault.qp_error_after  = -1;
     tnic_fault.reg_errno_after = 0;
+    /* a NIC with the peer-memory client loaded and DMA-BUF in its driver */
+    tnic_fault.peermem         = 1;
+    tnic_fault.dmabuf          = 1;
 }
 
 static const struct {
@@ -127,6 +131,8 @@ static int tnic_fault_parse_one(char *spec)
         tnic_fault.cq_max = v ? strtoul(v, NULL, 0) : 0;
     } else if (!strcmp(fields[0], "dmabuf")) {
         tnic_fault.dmabuf = (n < 2) || strcmp(fields[1], "off");
+    } else if (!strcmp(fields[0], "peermem")) {
+        tnic_fault.peermem = (n < 2) || strcmp(fields[1], "off");
     } else if (!strcmp(fields[0], "drop")) {
         v = tnic_fault_field(fields, n, "pid");
         if (v != NULL) {

@@ -715,58 +715,82 @@ err_unlock:
     return NULL;
 }
 
+/* A registration of host or device memory: the CUDA shim says which
+ * accessor reaches it, as the kernel's pinning (or the peer-memory client)
+ * decides for a real NIC */
+static struct ibv_mr *tnic_reg_mr_va(struct ibv_pd *pd, void *addr,
+                                     size_t length, uint64_t iova, int access)
+{
+    const tnic_mem_ops_t *ops;
+    struct ibv_mr *mr;
+    void *priv;
+    int ret;
+
+    ret = tnic_cuda_reg_classify(addr, length, &ops, &priv);
+    if (ret != 0) {
+        errno = ret;
+        return NULL;
+    }
+    mr = tnic_reg_mr(pd, addr, length, iova, access, ops, priv);
+    if ((mr == NULL) && (ops->release != NULL)) {
+        ret = errno;
+        ops->release(priv);
+        errno = ret;
+    }
+    return mr;
+}
+
 struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
                           int access)
 {
-    return tnic_reg_mr(pd, addr, length, (uintptr_t)addr, access,
-                       &tnic_mem_host_ops, NULL);
+    return tnic_reg_mr_va(pd, addr, length, (uintptr_t)addr, access);
 }
 
 struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length,
                                uint64_t iova, int access)
 {
-    return tnic_reg_mr(pd, addr, length, iova, access, &tnic_mem_host_ops,
-                       NULL);
+    return tnic_reg_mr_va(pd, addr, length, iova, access);
 }
 
 struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
                                 size_t length, uint64_t iova,
                                 unsigned int access)
 {
-    return tnic_reg_mr(pd, addr, length, iova,
-                       access & ~IBV_ACCESS_OPTIONAL_RANGE,
-                       &tnic_mem_host_ops, NULL);
+    return tnic_reg_mr_va(pd, addr, length, iova,
+                          access & ~IBV_ACCESS_OPTIONAL_RANGE);
 }
 
 /*
- * DMA-BUF registrations: refused unless the dmabuf fault knob enables them.
- * The hook: tnic_dmabuf_resolve() is where a later change maps an exported
- * CUDA dma-buf to an accessor that reaches it through the CUDA driver.
+ * DMA-BUF registrations: the fd must be an export of device memory covering
+ * offset + length (tnic_cuda.c checks it against the CUDA driver); the
+ * `dmabuf:off` knob refuses them as a provider without DMA-BUF support does.
  */
-__attribute__((weak)) int tnic_dmabuf_resolve(int fd, uint64_t offset,
-                                              size_t length,
-                                              const tnic_mem_ops_t **ops_p,
-                                              void **priv_p);
-
 struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
                                  size_t length, uint64_t iova, int fd,
                                  int access)
 {
     const tnic_mem_ops_t *ops;
+    struct ibv_mr *mr;
     void *priv;
     int ret;
 
-    if (!tnic_fault.dmabuf || (tnic_dmabuf_resolve == NULL)) {
+    if (!tnic_fault.dmabuf) {
         errno = EOPNOTSUPP;
         return NULL;
     }
-    ret = tnic_dmabuf_resolve(fd, offset, length, &ops, &priv);
+    ret = tnic_dmabuf_resolve(fd, offset, length, iova, &ops, &priv);
     if (ret != 0) {
         errno = ret;
         return NULL;
     }
-    return tnic_reg_mr(pd, (void*)(uintptr_t)iova, length, iova, access,
-                       ops, priv);
+    mr = tnic_reg_mr(pd, (void*)(uintptr_t)iova, length, iova, access, ops,
+                     priv);
+    if (mr == NULL) {
+        ret = errno;
+        ops->release(priv);
+        errno = ret;
+    }
+    return mr;
 }
 
 int ibv_dereg_mr(struct ibv_mr *ibmr)
@@ -780,6 +804,9 @@ int ibv_dereg_mr(struct ibv_mr *ibmr)
     --tnic_proc.counters.mrs;
     tnic_proc.counters.reg_bytes -= mr->mr.length;
     pthread_mutex_unlock(&tnic_proc.lock);
+    if (mr->mem_ops->release != NULL) {
+        mr->mem_ops->release(mr->mem_priv);
+    }
     free(mr);
     return 0;
 }

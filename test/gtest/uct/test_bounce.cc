@@ -8,6 +8,7 @@
  * Each configuration leaves GPU memory without a NIC key (the set-up checks
  * the md counters before anything else is trusted):
  *   bounce.TEST/dmabuf_refused  UCX_RC_GDR_REG_METHODS=dmabuf, which rxe
+ *                               (and the stand-in NIC, told `dmabuf:off`)
  *                               refuses: no registration mechanism at all
  *   bounce.TEST/policy_gdr_off  peermem allowed, but the policy forbids the
  *                               NIC both directions (NIC_READS_GPU=no,
@@ -621,6 +622,8 @@ void bounce::SetUp()
     }
 
     env_set("UCX_RC_GDR_REG_METHODS", lane.reg_methods);
+    /* the stand-in NIC serves DMA-BUF: refuse it there, as rxe does */
+    nic_spec_set("dmabuf:off");
     if (lane.nic_reads_gpu != nullptr) {
         env_set("UCX_RC_GDR_NIC_READS_GPU", lane.nic_reads_gpu);
     }
@@ -1329,6 +1332,7 @@ void bounce_peer_death::SetUp()
     }
 
     env_set("UCX_RC_GDR_REG_METHODS", "dmabuf");
+    nic_spec_set("dmabuf:off");     /* the stand-in NIC would serve it */
     env_set("UCX_RC_GDR_FAILURE_TIMEOUT", "2s");
 }
 
@@ -1566,6 +1570,7 @@ void bounce_ucp::SetUp()
 
     env_set("UCX_TLS", "rc_gdr,ud_verbs:aux,self");
     env_set("UCX_RC_GDR_REG_METHODS", "dmabuf");
+    nic_spec_set("dmabuf:off");     /* the stand-in NIC would serve it */
     status = m_ucp.open(UCP_FEATURE_RMA, &what);
     ASSERT_EQ(UCS_OK, status) << what << ": " << ucs_status_string(status);
 

@@ -183,6 +183,7 @@ void callback_destroy_gpu_emulated::SetUp()
     }
     emulated_gpu_note();
     env_set("UCX_RC_GDR_REG_METHODS", "dmabuf");
+    nic_spec_set("dmabuf:off");     /* the stand-in NIC would serve it */
 }
 
 void callback_destroy_gpu_emulated::TearDown()

@@ -643,6 +643,9 @@ protected:
                             " . contrib/env.sh --emulated-gpu); this one is"
                             " a real driver";
         }
+        /* these tests stand on rxe's answers: no DMA-BUF; the stand-in NIC
+         * serves it unless told otherwise (gdr_lane_by_dmabuf takes it) */
+        nic_spec_set("dmabuf:off");
     }
 };
 
@@ -666,6 +669,34 @@ TEST_F(gpu_emulated, gdr_lane_by_peermem)
                     "bounce (peermem %lu, dmabuf %lu, bounce %lu)",
                     (unsigned long)(after.peermem_regs - before.peermem_regs),
                     (unsigned long)(after.dmabuf_regs - before.dmabuf_regs),
+                    (unsigned long)(after.bounce_regs - before.bounce_regs));
+}
+
+/* A NIC that serves DMA-BUF (the stand-in NIC: the fd the driver exported,
+ * reached through the driver): GPU memory is registered by DMA-BUF, the
+ * preferred mechanism, and moves byte-exact on the GDR lane */
+TEST_F(gpu_emulated, gdr_lane_by_dmabuf)
+{
+    uct_test_md_stats_t before, after;
+    gpu_region *region;
+    void *gpu_buf;
+
+    if (!nic_spec_set("dmabuf:on")) {
+        GTEST_SKIP() << "needs a NIC with DMA-BUF: the stand-in NIC"
+                        " (test/tnic); rxe has none";
+    }
+    gpu_pair_open();
+    gpu_buf = gpu_alloc(SIZE);
+    before  = uct_test_md_stats(a->md);
+    ASSERT_EQ(UCS_OK, region_reg(a, b, gpu_buf, SIZE, &region));
+    after   = uct_test_md_stats(a->md);
+    UCT_TEST_EXPECT((after.dmabuf_regs - before.dmabuf_regs == 1) &&
+                    (after.peermem_regs == before.peermem_regs) &&
+                    (after.bounce_regs == before.bounce_regs),
+                    "one GPU registration by dmabuf, none by peermem or "
+                    "bounce (dmabuf %lu, peermem %lu, bounce %lu)",
+                    (unsigned long)(after.dmabuf_regs - before.dmabuf_regs),
+                    (unsigned long)(after.peermem_regs - before.peermem_regs),
                     (unsigned long)(after.bounce_regs - before.bounce_regs));
 }
 

@@ -6,6 +6,8 @@
 
 #include "uct_rc_gdr_test.h"
 
+#include <dlfcn.h>
+
 #include <uct/ib_gdr/rc_gdr_cuda.h>
 
 #include <stdarg.h>
@@ -102,6 +104,10 @@ void uct_rc_gdr_test::TearDown()
     }
     m_env.clear();
     m_env_unset.clear();
+    if (m_nic_spec) {
+        ((void (*)())dlsym(RTLD_DEFAULT, "tnic_test_fault_clear"))();
+        m_nic_spec = false;
+    }
     uct_test_timeout_s = m_timeout_s;
 }
 
@@ -168,6 +174,19 @@ void uct_rc_gdr_test::env_set(const char *name, const char *value)
         m_env_unset.emplace_back(name);
     }
     setenv(name, value, 1);
+}
+
+bool uct_rc_gdr_test::nic_spec_set(const char *spec)
+{
+    auto set = (int (*)(const char*))dlsym(RTLD_DEFAULT,
+                                           "tnic_test_fault_set");
+
+    if (set == nullptr) {
+        return false;
+    }
+    EXPECT_EQ(0, set(spec)) << "stand-in NIC spec '" << spec << "'";
+    m_nic_spec = true;
+    return true;
 }
 
 void uct_rc_gdr_pair_test::SetUp()

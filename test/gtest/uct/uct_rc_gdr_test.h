@@ -73,6 +73,10 @@ protected:
      * configuration when an md or interface opens, so set it before */
     void env_set(const char *name, const char *value);
 
+    /* On the stand-in NIC (test/tnic), applies one of its fault or
+     * capability specs until the test ends; false on a real device */
+    bool nic_spec_set(const char *spec);
+
     uct_test_node_t *a = nullptr, *b = nullptr;
     uct_test_wire_t wa, wb;              /* their addresses, after pair_open */
     uct_test_node_t *nodes[2] = {nullptr, nullptr};
@@ -81,6 +85,7 @@ private:
     std::vector<uct_test_node_t*> m_nodes;
     std::vector<std::pair<std::string, std::string>> m_env;  /* to restore */
     std::vector<std::string> m_env_unset;
+    bool m_nic_spec = false;
     double m_timeout_s = 0;
 };
 
