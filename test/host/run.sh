@@ -234,6 +234,25 @@ test_install_uninstall() {
     return $rc
 }
 
+# Tier 5 of contrib/test.sh in a clone without the release tarballs: those
+# missing are named and skipped, unless the user named them
+test_releases_without_sources() {
+    local deps
+    deps=$(mktemp -d /tmp/rc_gdr_deps.XXXXXX) || return 1
+    touch "$deps/ucx-1.16.0.tar.gz"
+    # shellcheck disable=SC1091
+    . contrib/lib/releases.sh
+    release_sources "$deps" "" 1.22.0 1.16.0 1.18.1
+    echo "default: present '$RELEASES_PRESENT', missing '$RELEASES_MISSING'"
+    [ "$RELEASES_PRESENT" = 1.16.0 ] &&
+        [ "$RELEASES_MISSING" = "1.22.0 1.18.1" ] || { rm -rf "$deps"; return 1; }
+    release_sources "$deps" 1 1.22.0 1.16.0
+    echo "named: present '$RELEASES_PRESENT', missing '$RELEASES_MISSING'"
+    rm -rf "$deps"
+    [ "$RELEASES_PRESENT" = "1.22.0 1.16.0" ] && [ -z "$RELEASES_MISSING" ] &&
+        grep -q 'release_sources "$DEPS"' contrib/test.sh
+}
+
 run_test module_registers_in_matching_ucx     test_registers_in_matching_ucx
 run_test module_found_by_plugin_path_alone    test_plugin_path_alone
 run_test no_release_test_outside_glue         test_no_release_test_outside_glue
@@ -245,6 +264,7 @@ run_test info_tool_limits_as_evidence         test_info_tool_limits
 run_test rcache_knobs_in_ucx_config           test_rcache_knobs_listed
 run_test md_opens_without_memory_events       test_md_without_memory_events
 run_test install_uninstall_where_ucx_finds_it test_install_uninstall
+run_test tier5_skips_releases_without_sources test_releases_without_sources
 
 rm -rf "$LOG"
 echo "$PASSED passed, $FAILED failed"
