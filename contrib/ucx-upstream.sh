@@ -138,7 +138,9 @@ nvml_stub() {
 
 build_one() {
     local v=$1 dir t0 t
-    dir=$(dir_of "$v")
+    # (called as "build_one || rc=1": set -e does not stop it here, and an
+    # empty dir would build in /)
+    dir=$(dir_of "$v") && [ -n "$dir" ] || return 1
     if [ -f "$dir/.complete" ]; then
         log "ucx $v ready (cached): $dir"
         return 0
