@@ -7,7 +7,8 @@
 # Usage: contrib/build.sh [--ucx VERSION] [--cuda] [BUILD_DIR]
 #   (no --ucx)     the distribution's UCX (Debian 12: 1.13.1), in build/
 #   --ucx VERSION  an upstream release built by contrib/ucx-upstream.sh
-#                  (1.16.0, 1.19.1, 1.22.0), in build-VERSION/ by default
+#                  (any with a tarball in shared/deps: 1.16.0, 1.18.1,
+#                  1.19.1, 1.20.1, 1.22.0), in build-VERSION/ by default
 #   --cuda         with --ucx: that release's CUDA build (cuda_copy, UCM's
 #                  CUDA module), in build-VERSION-cuda/ by default
 #

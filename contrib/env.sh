@@ -34,6 +34,7 @@ fi
 
 RC_GDR_UCX_VERSION=""
 RC_GDR_UCX_LIBDIR=""
+RC_GDR_UCX_LOADER=""
 RC_GDR_UCX_BINDIR=""
 if [ -f "$rc_gdr_build/ucx.env" ]; then
     . "$rc_gdr_build/ucx.env"
@@ -54,8 +55,16 @@ if [ -z "$RC_GDR_UCX_VERSION" ]; then
 fi
 export RC_GDR_UCX_VERSION
 
-case "$RC_GDR_UCX_VERSION" in
-1.[0-9]|1.[0-9].*|1.1[0-9]|1.1[0-9].*|1.2[01]|1.2[01].*)
+RC_GDR_UCX_LOADER=${RC_GDR_UCX_LOADER:-}
+if [ -z "$RC_GDR_UCX_LOADER" ]; then # a build configured before it said
+    case "$RC_GDR_UCX_VERSION" in
+    1.[0-9]|1.[0-9].*|1.1[0-9]|1.1[0-9].*|1.2[01]|1.2[01].*)
+        RC_GDR_UCX_LOADER=preload ;;
+    *)  RC_GDR_UCX_LOADER=plugin-path ;;
+    esac
+fi
+case "$RC_GDR_UCX_LOADER" in
+preload)
     case ":${LD_PRELOAD:-}:" in
     *":$rc_gdr_lib:"*) ;;
     *) export LD_PRELOAD="$rc_gdr_lib${LD_PRELOAD:+:$LD_PRELOAD}" ;;

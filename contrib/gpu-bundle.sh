@@ -7,7 +7,9 @@
 # rc_gdr's build against it. Object files are left out and binaries
 # stripped of debug sections, so the folder fits what a run may carry.
 #
-# Usage: contrib/gpu-bundle.sh [DIR]       (default: build-gpu, ignored by git)
+# Usage: contrib/gpu-bundle.sh [DIR]  (absolute, or from the current directory;
+#                                     default: build-gpu in the repository,
+#                                     ignored by git)
 # Then, on the GPU machine, from the repository root:
 #   ln -sfn DIR/build-1.16.0 build-1.16.0
 #   ln -sfn DIR/build-1.22.0-cuda build-1.22.0-cuda
@@ -17,8 +19,14 @@
 # (the builds' own paths are compiled into their tests: the links keep them)
 #
 set -euo pipefail
+# DIR as the caller means it: absolute, or relative to the caller's
+# directory; the default is in the repository
+case "${1:-}" in
+"") DIR=$(cd "$(dirname "$0")/.." && pwd)/build-gpu ;;
+/*) DIR=$1 ;;
+*)  DIR=$PWD/$1 ;;
+esac
 cd "$(dirname "$0")/.."
-DIR=${1:-build-gpu}
 
 for b in build build-1.16.0 build-1.22.0 build-1.22.0-cuda; do
     [ -f "$b/src/uct/ib_gdr/.libs/libuct_ib_gdr.so" ] || {
@@ -38,7 +46,7 @@ mkdir -p "$DIR/stock"/{b113,b116,b122}
 for b in build-1.16.0 build-1.22.0-cuda; do
     (cd "$b" && find . -type f ! -name '*.o' ! -name '*.lo' ! -name '*.a' \
          ! -name '*.la' ! -name '*.log' ! -name '*.trs' ! -path '*/.deps/*' |
-     cpio -pdm --quiet "$OLDPWD/$DIR/$b")
+     cpio -pdm --quiet "$DIR/$b")
 done
 find "$DIR" -type f -perm -u+x -exec sh -c \
     'file -b "$1" | grep -q "^ELF" && strip --strip-debug "$1"' _ {} \;

@@ -11,18 +11,22 @@
 #      rc_gdr beside rc_verbs (contrib/conformance.sh --core)
 #   5  releases: the same source against upstream UCX (built once per machine
 #      by contrib/ucx-upstream.sh, cached): 1.22.0 every tier above, 1.16.0
-#      and 1.19.1 build + unit + host + one guest UCP run; every module
-#      loaded into every other release (refused in one line, no crash); then
-#      each release's own UCT suites, as the time budget allows
+#      and 1.19.1 build + unit + host + one guest UCP run, 1.18.1 and 1.20.1
+#      build + unit + host; every module loaded into every other release
+#      (refused in one line, no crash); then each release's own UCT suites,
+#      as the time budget allows
 # and ends with one line "N passed, N failed, N skipped" totalled over the
 # tiers run.
 #
 # Usage: contrib/test.sh [--no-vm]
 #   RC_GDR_CONFORMANCE=0                     leaves tier 4 out
-#   RC_GDR_RELEASES="1.22.0 1.16.0 1.19.1"  the releases tier 5 runs (this
-#                   is the default; "none" for none). Their sources come
-#                   from shared/deps beside the repository (see
-#                   contrib/ucx-upstream.sh); their builds are cached.
+#   RC_GDR_RELEASES="1.22.0 1.16.0 1.19.1 1.18.1 1.20.1"  the releases tier
+#                   5 runs (this is the default; "none" for none). Their
+#                   sources come from shared/deps beside the repository
+#                   (RC_GDR_DEPS; contrib/ucx-upstream.sh); their builds are
+#                   cached. By default a release whose source tarball is
+#                   not there is skipped, step by step, and says so; one
+#                   named in RC_GDR_RELEASES must be there.
 #   RC_GDR_TIME_BUDGET_S=4500 (default): a tier 5 step that would end
 #   (by its usual length) after that many seconds of this run is skipped,
 #   and says so (CI allows 90 minutes; the releases' first builds are long)
@@ -92,12 +96,24 @@ OUT=$(mktemp -d /tmp/rc_gdr_test.XXXXXX)
 # Tier 5's upstream UCX builds start now, beside tiers 1-4 and at the lowest
 # priority: the soft-RoCE guest leaves a core idle much of the time, and on
 # a new machine these builds are most of the run. Tier 5 waits for them.
-RELEASES=${RC_GDR_RELEASES:-1.22.0 1.16.0 1.19.1}
+RELEASES=${RC_GDR_RELEASES:-1.22.0 1.16.0 1.19.1 1.18.1 1.20.1}
 [ "$RELEASES" = none ] && RELEASES=""
+# Build + unit + host only: each builds its UCX when its turn comes, if the
+# time budget allows, not beside tiers 1-4
+CHEAP_RELEASES=" 1.18.1 1.20.1 "
+# A clone without the release tarballs: the default releases missing are
+# skipped, step by step (build, unit, host, guest), counted as skipped
+. contrib/lib/releases.sh
+DEPS=$(contrib/ucx-upstream.sh --print-deps)
+# shellcheck disable=SC2086
+release_sources "$DEPS" "$([ -n "${RC_GDR_RELEASES:-}" ] && echo 1)" $RELEASES
+RELEASES=$RELEASES_PRESENT
+MISSING=$RELEASES_MISSING
 PREBUILD_PID=""
 if [ -n "$RELEASES" ]; then
     (
         for v in $RELEASES; do
+            [[ "$CHEAP_RELEASES" == *" $v "* ]] && continue
             nice -n 19 contrib/ucx-upstream.sh "$v"
         done
         if [[ " $RELEASES " == *" 1.22.0 "* ]]; then
@@ -196,6 +212,16 @@ if [ -n "$PREBUILD_PID" ]; then
          "after tier 4)"
 fi
 RELEASE_BUILDS=()
+for v in $MISSING; do
+    steps=3 # build, unit, host
+    [[ "$CHEAP_RELEASES" == *" $v "* ]] || [ "$RUN_VM" = 0 ] ||
+        steps=$((steps + 1)) # guest
+    [ "$v" != 1.22.0 ] || steps=$((steps + 2 + RUN_VM)) # its CUDA build
+    echo "SKIP tier 5 for UCX $v ($steps steps): no source tarball" \
+         "$DEPS/ucx-$v.tar.gz (RC_GDR_DEPS names another directory;" \
+         "RC_GDR_RELEASES=\"$v\" makes it a failure)"
+    tally 0 0 "$steps"
+done
 over_budget() { # what [seconds it takes]
     if [ $(( $(date +%s) - START_S + ${2:-0} )) -ge "$BUDGET_S" ]; then
         echo "SKIP $1: ${2:+it takes about $2 s, which would end }past" \
@@ -211,7 +237,7 @@ over_budget() { # what [seconds it takes]
 # (cuda_copy, cuda_ipc, libucm_cuda, as GPU sites build it): its unit tests
 # and guest run with the stand-in driver (contrib/env.sh --emulated-gpu),
 # where UCX's CUDA modules load beside rc_gdr.
-tier5_release() { # [--cuda] VERSION GUEST_FILTER GUEST_SECONDS
+tier5_release() { # [--cuda] VERSION GUEST_FILTER GUEST_SECONDS ("": no guest)
     local cuda="" name v filter guest_est build est t0
     if [ "$1" = --cuda ]; then
         cuda=--cuda
@@ -252,7 +278,7 @@ tier5_release() { # [--cuda] VERSION GUEST_FILTER GUEST_SECONDS
         tally_plain "$OUT/host-$build"
     fi
 
-    [ "$RUN_VM" = 1 ] || return
+    [ "$RUN_VM" = 1 ] && [ -n "$guest_est" ] || return
     over_budget "the soft-RoCE guest on $name" "$guest_est" && return
     echo "== tier 5: $name: the soft-RoCE guest${filter:+ ($filter)}"
     RC_GDR_BUILD="$build" RC_GDR_TEST_FILTER="$filter" \
@@ -264,6 +290,8 @@ tier5_release() { # [--cuda] VERSION GUEST_FILTER GUEST_SECONDS
 for v in $RELEASES; do
     if [ "$v" = 1.22.0 ]; then
         tier5_release "$v" "" 1000
+    elif [[ "$CHEAP_RELEASES" == *" $v "* ]]; then
+        tier5_release "$v" "" ""
     else
         # rc_gdr listed, UCT put/get/am, UCP tag/put/get, Open MPI verified
         tier5_release "$v" '^(ucx_info_lists_rc_gdr|release\.|perftest_uct_(put_bw_zcopy|get_zcopy|am_lat)|perftest_ucp_(tag_bw|put_bw|get)|mpi_2ranks_p2p_and_rma_verified)' 400

@@ -26,6 +26,8 @@
 #   --print-dir  print the prepared directory of each VERSION, build nothing
 #                (exit 1 when one is not built yet)
 #   --jobs N     parallel make jobs (default: nproc)
+#   --print-deps print the directory the release tarballs are taken from
+#                (RC_GDR_DEPS, else shared/deps beside the repository)
 #
 set -euo pipefail
 
@@ -33,12 +35,18 @@ cd "$(dirname "$0")/.."
 CACHE=${RC_GDR_CACHE:-/var/cache/rc_gdr}
 
 # The release tarballs: RC_GDR_DEPS, else shared/deps beside this checkout,
+# else beside the main checkout of this one's repository (a git worktree),
 # else beside the repository it was cloned from (a CI clone elsewhere).
 deps_dir() {
-    local origin
+    local origin common
     [ -z "${RC_GDR_DEPS:-}" ] || { echo "$RC_GDR_DEPS"; return; }
     if [ -d ../shared/deps ]; then
         (cd ../shared/deps && pwd)
+        return
+    fi
+    common=$(git rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)
+    if [ -n "$common" ] && [ -d "$common/../../shared/deps" ]; then
+        (cd "$common/../../shared/deps" && pwd)
         return
     fi
     origin=$(git config --get remote.origin.url 2>/dev/null || true)
@@ -59,6 +67,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
     --cuda)      CUDA=1 ;;
     --print-dir) PRINT_DIR=1 ;;
+    --print-deps) echo "$DEPS"; exit 0 ;;
     --jobs)      JOBS=$2; shift ;;
     -h|--help)   sed -n '2,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;$d'; exit 0 ;;
     -*)          echo "ucx-upstream: unknown option '$1'" >&2; exit 2 ;;
@@ -129,7 +138,9 @@ nvml_stub() {
 
 build_one() {
     local v=$1 dir t0 t
-    dir=$(dir_of "$v")
+    # (called as "build_one || rc=1": set -e does not stop it here, and an
+    # empty dir would build in /)
+    dir=$(dir_of "$v") && [ -n "$dir" ] || return 1
     if [ -f "$dir/.complete" ]; then
         log "ucx $v ready (cached): $dir"
         return 0

@@ -40,17 +40,9 @@
 
 
 /* ucs_rcache_get() takes an alignment from UCX 1.17; merge is called
- * unchecked from 1.18 */
-#if (RC_GDR_UCX_MAJOR == 1) && (RC_GDR_UCX_MINOR < 17)
-#  define BENCH_UCS_ALIGN_IN_PARAMS 1
-#else
-#  define BENCH_UCS_ALIGN_IN_PARAMS 0
-#endif
-#if (RC_GDR_UCX_MAJOR > 1) || (RC_GDR_UCX_MINOR >= 18)
-#  define BENCH_UCS_HAVE_MERGE 1
-#else
-#  define BENCH_UCS_HAVE_MERGE 0
-#endif
+ * unchecked from 1.18 (configure looks for both) */
+#define BENCH_UCS_ALIGN_IN_PARAMS RC_GDR_UCX_HAVE_RCACHE_PARAMS_ALIGNMENT
+#define BENCH_UCS_HAVE_MERGE      RC_GDR_UCX_HAVE_RCACHE_OPS_MERGE
 
 #define BENCH_MAX_RUNS 101
 

@@ -12,6 +12,7 @@ PLUGIN=$B/src/uct/ib_gdr/.libs/libuct_ib_gdr.so
 FAKE_UCP=$B/test/mocks/ucx_version_fake.so
 RC_GDR_UCX_VERSION=""
 RC_GDR_UCX_BINDIR=""
+RC_GDR_UCX_LOADER=""
 # shellcheck disable=SC1091
 . "$B/ucx.env"
 UCX_VERSION=$RC_GDR_UCX_VERSION
@@ -19,11 +20,21 @@ if [ -n "$RC_GDR_UCX_BINDIR" ]; then
     export PATH="$RC_GDR_UCX_BINDIR:$PATH"
     export LD_LIBRARY_PATH="$RC_GDR_UCX_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
-# How this release loads the module: UCX_PLUGIN_PATH from 1.22, else preload
-case "$UCX_VERSION" in
-1.1[0-9].*|1.2[01].*) LOAD=(env LD_PRELOAD="$PLUGIN") ;;
-*)                    LOAD=(env UCX_PLUGIN_PATH="$(dirname "$PLUGIN")") ;;
+# How this release loads the module (configure looked): UCX_PLUGIN_PATH
+# from 1.22, else preload
+if [ -z "$RC_GDR_UCX_LOADER" ]; then
+    case "$UCX_VERSION" in
+    1.1[0-9].*|1.2[01].*) RC_GDR_UCX_LOADER=preload ;;
+    *)                    RC_GDR_UCX_LOADER=plugin-path ;;
+    esac
+fi
+case "$RC_GDR_UCX_LOADER" in
+preload) LOAD=(env LD_PRELOAD="$PLUGIN") ;;
+*)       LOAD=(env UCX_PLUGIN_PATH="$(dirname "$PLUGIN")") ;;
 esac
+# A release that is not this build's, for the refusal checks
+OTHER_UCX=1.18.1
+[ "$UCX_VERSION" != "$OTHER_UCX" ] || OTHER_UCX=1.17.0
 LOG=$(mktemp -d /tmp/rc_gdr_host.XXXXXX)
 PASSED=0
 FAILED=0
@@ -48,9 +59,10 @@ test_registers_in_matching_ucx() {
 
 # 1.22 on: found through UCX_PLUGIN_PATH under its plugin name, no preload.
 test_plugin_path_alone() {
-    case "$UCX_VERSION" in
-    1.1[0-9].*|1.2[01].*) echo "UCX $UCX_VERSION has no UCX_PLUGIN_PATH"; return 0 ;;
-    esac
+    if [ "$RC_GDR_UCX_LOADER" = preload ]; then
+        echo "UCX $UCX_VERSION has no UCX_PLUGIN_PATH"
+        return 0
+    fi
     [ -z "${LD_PRELOAD:-}" ] &&
         [ -e "$(dirname "$PLUGIN")/libuct_rcgdr.so.0" ] &&
         UCX_PLUGIN_PATH=$(dirname "$PLUGIN") \
@@ -78,11 +90,11 @@ test_no_release_test_outside_glue() {
 # error, no registration, no crash.
 test_refuses_other_ucx() {
     local out rc
-    out=$(LD_PRELOAD=$FAKE_UCP:$PLUGIN RC_GDR_FAKE_UCX_VERSION=1.18.1 \
+    out=$(LD_PRELOAD=$FAKE_UCP:$PLUGIN RC_GDR_FAKE_UCX_VERSION=$OTHER_UCX \
           ucx_info -c 2>&1); rc=$?
     echo "$out" | grep -v '^UCX_' | head -5
     [ "$rc" = 0 ] &&
-        echo "$out" | grep -q "built for UCX $UCX_VERSION but this process runs UCX 1.18.1" &&
+        echo "$out" | grep -q "built for UCX $UCX_VERSION but this process runs UCX $OTHER_UCX" &&
         ! echo "$out" | grep -q '^UCX_RC_GDR_'
 }
 
@@ -163,6 +175,84 @@ test_md_without_memory_events() {
         --gtest_filter='md.opens_without_memory_events:md.stale*:md.host_access*'
 }
 
+# make install puts every file where this UCX finds it, and make uninstall
+# takes every one away again. Once into a prefix of its own (what a site
+# does): the installed environment file registers the installed module in
+# this UCX, the modulefile sets the same, rc_gdr_info runs from bindir; and
+# once into a DESTDIR (what a package build does).
+test_install_uninstall() {
+    local d p mdir rc=0 files want f
+    d=$(mktemp -d /tmp/rc_gdr_install.XXXXXX) || return 1
+    p=$d/prefix
+    mdir=$p/lib
+    [ "$RC_GDR_UCX_LOADER" = preload ] || mdir=$p/lib/ucx
+    make -C "$B" install prefix="$p" uctmoduledir="$mdir" \
+        > "$d/install.log" 2>&1 || { tail -20 "$d/install.log"; return 1; }
+    want="$p/bin/rc_gdr_info $mdir/libuct_ib_gdr.so
+          $p/share/rc_gdr/rc_gdr.sh $p/share/rc_gdr/openmpi-mca-params.conf
+          $p/share/rc_gdr/modulefiles/rc_gdr/$(sed -n 's/^PACKAGE_VERSION = //p' "$B/Makefile")"
+    [ "$RC_GDR_UCX_LOADER" = preload ] || want="$want $mdir/libuct_rcgdr.so.0"
+    for f in $want; do
+        [ -e "$f" ] || { echo "not installed: $f"; rc=1; }
+    done
+    (cd "$d" && find prefix ! -type d | sort)
+    # the environment file alone registers the installed module
+    (unset LD_PRELOAD UCX_PLUGIN_PATH
+     . "$p/share/rc_gdr/rc_gdr.sh"
+     echo "LD_PRELOAD=${LD_PRELOAD:-} UCX_PLUGIN_PATH=${UCX_PLUGIN_PATH:-}"
+     ucx_info -c | grep '^UCX_RC_GDR_TX_QUEUE_LEN=' &&
+         [ "$(command -v rc_gdr_info)" = "$p/bin/rc_gdr_info" ] &&
+         rc_gdr_info > /dev/null) || { echo "not registered"; rc=1; }
+    # the modulefile sets what the environment file does
+    if command -v tclsh > /dev/null; then
+        printf '%s\n' 'proc module-whatis {args} {}' 'proc conflict {args} {}' \
+            'proc setenv {n v} {puts "$n=$v"}' \
+            'proc prepend-path {n v} {puts "$n=$v"}' \
+            "source \"$p/share/rc_gdr/modulefiles/rc_gdr/$(sed -n 's/^PACKAGE_VERSION = //p' "$B/Makefile")\"" |
+            tclsh > "$d/module.out" || rc=1
+        cat "$d/module.out"
+        if [ "$RC_GDR_UCX_LOADER" = preload ]; then
+            grep -qx "LD_PRELOAD=$mdir/libuct_ib_gdr.so" "$d/module.out" || rc=1
+        else
+            grep -qx "UCX_PLUGIN_PATH=$mdir" "$d/module.out" || rc=1
+        fi
+        grep -qx "OMPI_MCA_pml_ucx_tls=any" "$d/module.out" || rc=1
+    fi
+    make -C "$B" uninstall prefix="$p" uctmoduledir="$mdir" \
+        >> "$d/install.log" 2>&1 || rc=1
+    files=$(find "$p" ! -type d)
+    [ -z "$files" ] || { echo "left after uninstall:"; echo "$files"; rc=1; }
+    # into a DESTDIR, as a package build installs
+    make -C "$B" install DESTDIR="$d/dest" >> "$d/install.log" 2>&1 &&
+        [ -n "$(find "$d/dest" -name libuct_ib_gdr.so)" ] &&
+        [ -n "$(find "$d/dest" -name rc_gdr.sh)" ] &&
+        make -C "$B" uninstall DESTDIR="$d/dest" >> "$d/install.log" 2>&1 ||
+        { tail -20 "$d/install.log"; rc=1; }
+    files=$(find "$d/dest" ! -type d)
+    [ -z "$files" ] || { echo "left after uninstall from DESTDIR:"; echo "$files"; rc=1; }
+    rm -rf "$d"
+    return $rc
+}
+
+# Tier 5 of contrib/test.sh in a clone without the release tarballs: those
+# missing are named and skipped, unless the user named them
+test_releases_without_sources() {
+    local deps
+    deps=$(mktemp -d /tmp/rc_gdr_deps.XXXXXX) || return 1
+    touch "$deps/ucx-1.16.0.tar.gz"
+    # shellcheck disable=SC1091
+    . contrib/lib/releases.sh
+    release_sources "$deps" "" 1.22.0 1.16.0 1.18.1
+    echo "default: present '$RELEASES_PRESENT', missing '$RELEASES_MISSING'"
+    [ "$RELEASES_PRESENT" = 1.16.0 ] &&
+        [ "$RELEASES_MISSING" = "1.22.0 1.18.1" ] || { rm -rf "$deps"; return 1; }
+    release_sources "$deps" 1 1.22.0 1.16.0
+    echo "named: present '$RELEASES_PRESENT', missing '$RELEASES_MISSING'"
+    rm -rf "$deps"
+    [ "$RELEASES_PRESENT" = "1.22.0 1.16.0" ] && [ -z "$RELEASES_MISSING" ] &&
+        grep -q 'release_sources "$DEPS"' contrib/test.sh
+}
+
 run_test module_registers_in_matching_ucx     test_registers_in_matching_ucx
 run_test module_found_by_plugin_path_alone    test_plugin_path_alone
 run_test no_release_test_outside_glue         test_no_release_test_outside_glue
@@ -173,6 +263,8 @@ run_test info_tool_says_why_without_hardware  test_info_tool_without_hardware
 run_test info_tool_limits_as_evidence         test_info_tool_limits
 run_test rcache_knobs_in_ucx_config           test_rcache_knobs_listed
 run_test md_opens_without_memory_events       test_md_without_memory_events
+run_test install_uninstall_where_ucx_finds_it test_install_uninstall
+run_test tier5_skips_releases_without_sources test_releases_without_sources
 
 rm -rf "$LOG"
 echo "$PASSED passed, $FAILED failed"

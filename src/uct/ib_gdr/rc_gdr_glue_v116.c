@@ -1,5 +1,5 @@
 /*
- * rc_gdr glue for UCX 1.16 - 1.19: copies rc_gdr's capabilities and answers
+ * rc_gdr glue for UCX 1.16 - 1.21: copies rc_gdr's capabilities and answers
  * into this generation's structs, and lays out its tables.
  *
  * Since 1.14/1.16: md attributes v2, mem_reg and mkey_pack take parameter
@@ -7,25 +7,28 @@
  * is_sockaddr_accessible for mem_attach, seven internal iface ops
  * (connect_to_ep v2, is_reachable v2, ep_is_connected), rkey_compare in the
  * component, ucs_mpool_init takes a parameter struct.
- * Within the generation: 1.19 added gva_mem_types, the address lengths of
- * is_reachable, and the parameters of rkey_unpack.
+ * Within the generation, each found by configure (RC_GDR_UCX_HAVE_*), not by
+ * release number: gva_mem_types (1.18), the address lengths of is_reachable
+ * (1.18), the parameters of rkey_unpack (1.19), iface_query_v2 with the
+ * device memory element ops (1.20), the md's mem_elem_pack (1.21).
  */
 
-#define UCT_RC_GDR_GLUE_GVA (RC_GDR_UCX_MINOR >= 19)
-
-#if UCT_RC_GDR_GLUE_GVA
+#if RC_GDR_UCX_HAVE_GVA_MEM_TYPES
 #  define UCT_RC_GDR_GLUE_MD_QUERY_MORE(_md_attr, _caps) \
        (_md_attr)->gva_mem_types = (_caps)->gva_mem_types
+#else
+#  define UCT_RC_GDR_GLUE_MD_QUERY_MORE(_md_attr, _caps) (void)0
+#endif
+#if RC_GDR_UCX_HAVE_REACHABLE_ADDR_LENGTH
 #  define UCT_RC_GDR_GLUE_ADDR_LENGTH_OK(_params, _why, _max) \
        uct_rc_gdr_glue_addr_length_ok(_params, _why, _max)
 #else
-#  define UCT_RC_GDR_GLUE_MD_QUERY_MORE(_md_attr, _caps) (void)0
 #  define UCT_RC_GDR_GLUE_ADDR_LENGTH_OK(_params, _why, _max) 1
 #endif
 
 #include "rc_gdr_glue.h"
 
-#if UCT_RC_GDR_GLUE_GVA
+#if RC_GDR_UCX_HAVE_REACHABLE_ADDR_LENGTH
 static int
 uct_rc_gdr_glue_addr_length_ok(const uct_iface_is_reachable_params_t *params,
                                char *why, size_t max);
@@ -36,7 +39,7 @@ uct_rc_gdr_glue_addr_length_ok(const uct_iface_is_reachable_params_t *params,
 #include "rc_gdr_ep.h"
 
 
-#if UCT_RC_GDR_GLUE_GVA
+#if RC_GDR_UCX_HAVE_REACHABLE_ADDR_LENGTH
 /* A device address of another length is another transport's. */
 static int
 uct_rc_gdr_glue_addr_length_ok(const uct_iface_is_reachable_params_t *params,
@@ -72,7 +75,7 @@ uct_rc_gdr_glue_mem_query(uct_md_h md, const void *address, size_t length,
 }
 
 
-#if UCT_RC_GDR_GLUE_GVA
+#if RC_GDR_UCX_HAVE_RKEY_UNPACK_PARAMS
 static ucs_status_t
 uct_rc_gdr_glue_rkey_unpack(uct_component_t *component,
                             const void *rkey_buffer,
@@ -98,6 +101,25 @@ static ucs_status_t uct_rc_gdr_glue_ep_invalidate(uct_ep_h ep, unsigned flags)
 }
 
 
+#if RC_GDR_UCX_HAVE_IFACE_QUERY_V2
+/* Before the plugin generation, iface_query_v2 asks only about device
+ * memory elements (GPU-initiated transfers), which rc_gdr has none of; libuct
+ * calls the op unchecked. */
+static ucs_status_t
+uct_rc_gdr_glue_iface_query_v2(uct_iface_h iface,
+                               uct_iface_attr_v2_t *iface_attr)
+{
+#if RC_GDR_UCX_HAVE_DEVICE_MEM_ELEMENT_SIZE
+    if (iface_attr->field_mask &
+        UCT_IFACE_ATTR_FIELD_DEVICE_MEM_ELEMENT_SIZE) {
+        iface_attr->device_mem_element_size = 0;
+    }
+#endif
+    return UCS_OK;
+}
+#endif
+
+
 uct_md_ops_t uct_rc_gdr_md_ops = {
     .close              = uct_rc_gdr_md_close,
     .query              = uct_rc_gdr_glue_md_query,
@@ -112,11 +134,18 @@ uct_md_ops_t uct_rc_gdr_md_ops = {
     .mkey_pack          = uct_rc_gdr_glue_mkey_pack,
     .mem_attach         = (uct_md_mem_attach_func_t)
                               ucs_empty_function_return_unsupported,
-    .detect_memory_type = uct_rc_gdr_md_detect_memory_type
+    .detect_memory_type = uct_rc_gdr_md_detect_memory_type,
+#if RC_GDR_UCX_HAVE_MD_MEM_ELEM_PACK
+    .mem_elem_pack      = (uct_md_mem_elem_pack_func_t)
+                              ucs_empty_function_return_unsupported,
+#endif
 };
 
 
 uct_iface_internal_ops_t uct_rc_gdr_iface_internal_ops = {
+#if RC_GDR_UCX_HAVE_IFACE_QUERY_V2
+    .iface_query_v2        = uct_rc_gdr_glue_iface_query_v2,
+#endif
     .iface_estimate_perf   = uct_rc_gdr_iface_estimate_perf,
     .iface_vfs_refresh     = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
     .ep_query              = (uct_ep_query_func_t)
@@ -124,7 +153,15 @@ uct_iface_internal_ops_t uct_rc_gdr_iface_internal_ops = {
     .ep_invalidate         = uct_rc_gdr_glue_ep_invalidate,
     .ep_connect_to_ep_v2   = uct_rc_gdr_glue_connect_to_ep_v2,
     .iface_is_reachable_v2 = uct_rc_gdr_glue_iface_is_reachable_v2,
-    .ep_is_connected       = uct_rc_gdr_glue_ep_is_connected
+    .ep_is_connected       = uct_rc_gdr_glue_ep_is_connected,
+#if RC_GDR_UCX_HAVE_IFACE_MEM_ELEMENT_PACK
+    .iface_mem_element_pack = (uct_iface_mem_element_pack_func_t)
+                                  ucs_empty_function_return_unsupported,
+#endif
+#if RC_GDR_UCX_HAVE_EP_GET_DEVICE_EP
+    .ep_get_device_ep      = (uct_ep_get_device_ep_func_t)
+                                 ucs_empty_function_return_unsupported,
+#endif
 };
 
 

@@ -1,5 +1,6 @@
 /*
- * rc_gdr glue, compile-time part, for UCX 1.16 - 1.19.
+ * rc_gdr glue, compile-time part, for UCX 1.16 - 1.21 (md attributes v2,
+ * mem_query without memory flags).
  */
 
 #ifndef UCT_RC_GDR_GLUE_V116_H_
@@ -19,7 +20,8 @@
 /* uct_ep_invalidate() takes a parameter struct (1.22 on) */
 #define UCT_RC_GDR_HAVE_EP_INVALIDATE_PARAMS 0
 
-/* iface_query_v2 (1.22 on) */
+/* iface_query_v2 of the plugin generation (1.22: SGL put, tokens); 1.20's
+ * asks only about device memory elements, answered in the glue unit */
 #define UCT_RC_GDR_HAVE_IFACE_QUERY_V2 0
 
 

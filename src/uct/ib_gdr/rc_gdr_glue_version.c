@@ -123,7 +123,7 @@ ucs_status_t uct_rc_gdr_glue_config_fill(void *opts, ucs_config_field_t *table,
                                          size_t size, const char *env_prefix,
                                          const char *table_prefix)
 {
-#if (RC_GDR_UCX_MAJOR == 1) && (RC_GDR_UCX_MINOR < 15)
+#if !RC_GDR_UCX_HAVE_FILL_OPTS_ENTRY
     return ucs_config_parser_fill_opts(opts, table, env_prefix, table_prefix,
                                        0);
 #else
