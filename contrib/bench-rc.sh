@@ -36,7 +36,7 @@ SELF="$ROOT/contrib/$(basename "${BASH_SOURCE[0]}")"
 usage() {
     cat <<'EOF'
 Usage: contrib/bench-rc.sh [options]
-  --runs N          rounds per case (9; --tnic: 5): a run of each transport, ABBA
+  --runs N          rounds per case (9): a run of each transport, ABBA
                     order; the median of the rounds' ratios is judged
   --iters N         ucx_perftest -n for every case, or
   --iters CASE=N    for one case (repeatable); cases and defaults:
@@ -448,7 +448,6 @@ setup_tnic() {
     if [ "$CASES_GIVEN" = 0 ]; then
         CASE_NAMES=(put64k put1m get64k get1m amlat putlat)
     fi
-    [[ " ${ARGS[*]} " == *" --runs "* ]] || RUNS=5
     local name
     declare -A small=([put64k]=300 [put1m]=20 [get64k]=300 [get1m]=20
                       [amlat]=5000 [putlat]=5000 [ambw]=20000)
