@@ -3,6 +3,13 @@
 # bench-rc.sh: compare rc_gdr with UCX's own rc_verbs on soft-RoCE, at the
 # UCT level, with ucx_perftest.
 #
+# With --tnic the same rounds run here, natively, on the project's stand-in
+# NIC (test/tnic: a user-space device behind a replacement libibverbs, no
+# guest). Its figures are the stand-in's, not a NIC's: one lock per process
+# and copies through a shared-memory ring. rc_verbs' absolute figures are
+# then printed as the stand-in's own cost per operation, the floor both
+# transports stand on; the ratio says what rc_gdr adds to it.
+#
 # On the host it boots one contrib/rxe-vm.sh guest and runs the whole
 # benchmark in it, so that both transports see the same guest, kernel and
 # host load. Under TCG absolute numbers mean little and runs vary up to 2x
@@ -34,7 +41,7 @@ Usage: contrib/bench-rc.sh [options]
   --iters N         ucx_perftest -n for every case, or
   --iters CASE=N    for one case (repeatable); cases and defaults:
                       put64k=3000 put1m=200 get64k=3000 get1m=200 amlat=20000
-                      ambw=50000
+                      putlat=20000 ambw=50000
                     (about 1-2 s each in the guest; warm-up is -n/10)
   --run-timeout S   limit for one ucx_perftest run, server and client (120)
   --no-pin          let the scheduler place server and client (default: server
@@ -45,6 +52,9 @@ Usage: contrib/bench-rc.sh [options]
   --before DIR      compare with rc_gdr of the build in DIR instead of
                     rc_verbs (before/after a change; same UCX release)
   --inside          run here, in an rxe guest (no rxe-vm.sh of our own)
+  --tnic            run here on the stand-in NIC (tnic1:1, RC_GDR_BUILD's
+                    test/tnic/lib), no guest; cases default to put/get 64K
+                    and 1M, am_lat and put_lat 8B, with smaller -n
   -h, --help        this text
 Environment: RC_GDR_BUILD (build), as for contrib/env.sh.
 EOF
@@ -53,13 +63,14 @@ EOF
 # The cases: name, ucx_perftest arguments, and which Final: column counts
 # ("bw" = overall bandwidth MB/s, "mr" = overall message rate per second,
 # higher is better; "lat" = typical latency usec, lower is better).
-CASE_NAMES=(put64k put1m get64k get1m amlat ambw)
+CASE_NAMES=(put64k put1m get64k get1m amlat putlat ambw)
 declare -A CASE_ARGS=(
     [put64k]="-t put_bw -D zcopy -s 65536"
     [put1m]="-t put_bw -D zcopy -s 1048576"
     [get64k]="-t get -D zcopy -s 65536"
     [get1m]="-t get -D zcopy -s 1048576"
     [amlat]="-t am_lat -s 8"
+    [putlat]="-t put_lat -s 8"
     [ambw]="-t am_bw -D short -s 8"
 )
 declare -A CASE_TITLE=(
@@ -68,14 +79,16 @@ declare -A CASE_TITLE=(
     [get64k]="get zcopy 64K"
     [get1m]="get zcopy 1M"
     [amlat]="am_lat 8B"
+    [putlat]="put_lat 8B"
     [ambw]="am_bw short 8B"
 )
 declare -A CASE_METRIC=(
-    [put64k]=bw [put1m]=bw [get64k]=bw [get1m]=bw [amlat]=lat [ambw]=mr
+    [put64k]=bw [put1m]=bw [get64k]=bw [get1m]=bw [amlat]=lat [putlat]=lat
+    [ambw]=mr
 )
 declare -A CASE_ITERS=(
     [put64k]=3000 [put1m]=200 [get64k]=3000 [get1m]=200 [amlat]=20000
-    [ambw]=50000
+    [putlat]=20000 [ambw]=50000
 )
 # The two sides of a round, reference first: labels, each with its UCT
 # transport (-x) and, from setup_env, its environment ENV_<label>.
@@ -84,7 +97,8 @@ declare -A XPORT=([rc_verbs]=rc_verbs [rc_gdr]=rc_gdr [before]=rc_gdr)
 BEFORE=""
 DEVICE=rxe1:1      # the server follows the client's -d: rxe1 loopback
 
-RUNS=9 RUN_TIMEOUT=120 PORT=23000 VM_TIMEOUT="" INSIDE=0 PIN=1
+RUNS=9 RUN_TIMEOUT=120 PORT=23000 VM_TIMEOUT="" INSIDE=0 PIN=1 TNIC=0
+CASES_GIVEN=0
 ARGS=("$@")        # passed on unchanged to the guest
 
 die() { echo "bench-rc: $*" >&2; exit 1; }
@@ -133,7 +147,7 @@ parse_args() {
         --iters)  [ $# -ge 2 ] || bad_usage "--iters needs a value"
                   parse_iters "$2"; shift ;;
         --cases)  [ $# -ge 2 ] || bad_usage "--cases needs a list"
-                  parse_cases "$2"; shift ;;
+                  parse_cases "$2"; CASES_GIVEN=1; shift ;;
         --before) [ $# -ge 2 ] || bad_usage "--before needs a build directory"
                   BEFORE=$(cd "$2" 2>/dev/null && pwd) ||
                       bad_usage "--before: no directory '$2'"
@@ -141,6 +155,7 @@ parse_args() {
                       bad_usage "--before: no built module under '$2'"
                   TLS=(before rc_gdr); shift ;;
         --inside) INSIDE=1 ;;
+        --tnic)   TNIC=1 ;;
         --no-pin) PIN=0 ;;
         -h|--help) usage; exit 0 ;;
         *) bad_usage "unknown option '$1'" ;;
@@ -319,8 +334,15 @@ pair_stats() {
 
 print_header() {
     echo "== ${TLS[1]} vs ${TLS[0]}, UCT ucx_perftest, client and server on $DEVICE"
-    echo "   guest kernel $(uname -r), $(nproc) vCPU; UCX $(ucx_info -v 2>/dev/null |
-          sed -n 's/^# Version //p' | head -n1)"
+    if [ "$TNIC" = 1 ]; then
+        echo "   STAND-IN NIC (test/tnic, $TNIC_LIB), native: kernel" \
+             "$(uname -r), $(nproc) CPUs, load average" \
+             "$(cut -d' ' -f1-3 /proc/loadavg); UCX $(ucx_info -v 2>/dev/null |
+              sed -n 's/^# Version //p' | head -n1)"
+    else
+        echo "   guest kernel $(uname -r), $(nproc) vCPU; UCX $(ucx_info -v 2>/dev/null |
+              sed -n 's/^# Version //p' | head -n1)"
+    fi
     if [ -n "$BEFORE" ]; then
         echo "   loaded: before runs:   LD_PRELOAD=$BEFORE_PRELOAD"
     else
@@ -344,7 +366,7 @@ print_header() {
 run_inside() {
     local name tl i v failed=0
     local -a order
-    [ -e /sys/class/infiniband/"${DEVICE%:*}" ] ||
+    [ "$TNIC" = 1 ] || [ -e /sys/class/infiniband/"${DEVICE%:*}" ] ||
         die "no ${DEVICE%:*} here: run on the host (without --inside), or in contrib/rxe-vm.sh"
     command -v ucx_perftest >/dev/null || die "ucx_perftest not found"
     # The caller's UCX_* settings apply to both transports; show them.
@@ -352,7 +374,8 @@ run_inside() {
     setup_env
     setup_pinning
     WORK=$(mktemp -d)
-    trap 'rm -rf "$WORK"' EXIT
+    trap 'rm -rf "$WORK"
+          [ "$TNIC" = 0 ] || rm -f "/dev/shm/rc_gdr_tnic.$RC_GDR_TNIC_FABRIC".*' EXIT
     print_header
 
     declare -A RAW     # RAW[case.tl] = "v1 v2 ..."
@@ -398,6 +421,7 @@ run_inside() {
     echo " bandwidth: overall MB/s, message rate: overall msg/s, higher is" \
          "better; latency: typical usec, lower is better; 'noise': the" \
          "interval holds 1.0)"
+    [ "$TNIC" = 0 ] || tnic_cost
     echo
     echo "raw values, by round (odd rounds ran ${TLS[0]} first, even ones ${TLS[1]}):"
     for name in "${CASE_NAMES[@]}"; do
@@ -413,7 +437,52 @@ run_inside() {
     fi
 }
 
+# --tnic: the stand-in NIC of the build, a fabric of this run's own
+setup_tnic() {
+    local build=${RC_GDR_BUILD:-$ROOT/build}
+    TNIC_LIB=$(cd "$build/test/tnic/lib" 2>/dev/null && pwd) ||
+        die "no stand-in NIC under $build/test/tnic/lib (make check TESTS=)"
+    export LD_LIBRARY_PATH=$TNIC_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export RC_GDR_TNIC_FABRIC=bench$$    # removed at the end (run_inside)
+    DEVICE=tnic1:1
+    if [ "$CASES_GIVEN" = 0 ]; then
+        CASE_NAMES=(put64k put1m get64k get1m amlat putlat)
+    fi
+    local name
+    declare -A small=([put64k]=300 [put1m]=20 [get64k]=300 [get1m]=20
+                      [amlat]=5000 [putlat]=5000 [ambw]=20000)
+    for name in "${!small[@]}"; do
+        [[ " ${ARGS[*]} " == *" --iters "* ]] || CASE_ITERS[$name]=${small[$name]}
+    done
+}
+
+# The stand-in's own cost per operation: rc_verbs' median, as time per
+# operation (bandwidth cases: bytes / (MB/s); latency: one way)
+tnic_cost() {
+    local name med bytes
+    echo
+    echo "the stand-in NIC's own cost per operation (${TLS[0]}'s median" \
+         "above, no rc_gdr in it):"
+    for name in "${CASE_NAMES[@]}"; do
+        # shellcheck disable=SC2086
+        med=$(median ${RAW[$name.${TLS[0]}]})
+        [ -n "$med" ] || continue
+        case ${CASE_METRIC[$name]} in
+        bw)  bytes=$(sed 's/.*-s \([0-9]*\).*/\1/' <<<"${CASE_ARGS[$name]}")
+             awk -v n="${CASE_TITLE[$name]}" -v b="$bytes" -v m="$med" \
+                 'BEGIN { printf "  %-18s %9.1f usec/op\n", n, b / (m * 1048576) * 1e6 }' ;;
+        mr)  awk -v n="${CASE_TITLE[$name]}" -v m="$med" \
+                 'BEGIN { printf "  %-18s %9.3f usec/op\n", n, 1e6 / m }' ;;
+        *)   printf '  %-18s %9s usec/op (one way)\n' "${CASE_TITLE[$name]}" "$med" ;;
+        esac
+    done
+}
+
 parse_args "$@"
+if [ "$TNIC" = 1 ]; then
+    setup_tnic
+    INSIDE=1
+fi
 # The guest runs from the repository root: --before's directory, resolved
 # here, travels as an absolute path
 for i in "${!ARGS[@]}"; do

@@ -40,6 +40,10 @@
 #   --resume        with --out: run only the tests that have no result in
 #                   DIR yet (after an interrupted run)
 #   --report DIR    only print the report of results kept with --out
+#   --tnic          run natively on the stand-in NIC (test/tnic of the
+#                   build: tnic0:1 and tnic1:1), not in the guest; rc_verbs
+#                   runs too (its guest results, cached or baseline, are
+#                   not the stand-in's), and nothing is cached or saved
 #
 # Environment: RC_GDR_BUILD, the build directory (default build/).
 #
@@ -69,6 +73,7 @@ FRESH_VERBS=0
 SAVE_BASELINE=0
 BASELINE=contrib/conformance/rc_verbs-baseline.tsv
 UPSTREAM=""
+TNIC=0
 
 # The CI subset, as gtest suite patterns (the transport prefix is added).
 CORE_SUITES="uct_flush_test uct_cancel_test test_uct_pending
@@ -101,6 +106,7 @@ parse_args() {
         --resume)     RESUME=1 ;;
         --fresh-verbs) FRESH_VERBS=1 ;;
         --save-baseline) SAVE_BASELINE=1 ;;
+        --tnic)       TNIC=1 ;;
         --report)     [ $# -ge 2 ] || die "--report needs a directory"
                       OUT=$2; REPORT_ONLY=1; shift ;;
         -h|--help)    usage; exit 0 ;;
@@ -218,9 +224,32 @@ run_guest() { # GTEST
     fi
 }
 
+# The same runner as in the guest, here, over the stand-in NIC: every test
+# of rc_gdr and of rc_verbs runs (the parity rule needs both on the
+# stand-in), on a fabric of this run's own.
+run_native() { # GTEST
+    local rc=0 lib fabric=conf$$
+    lib=$(cd "${RC_GDR_BUILD:-build}/test/tnic/lib" 2>/dev/null && pwd) ||
+        die "no stand-in NIC in ${RC_GDR_BUILD:-build}/test/tnic/lib" \
+            "(make check TESTS=)"
+    echo "== conformance ($MODE${FILTER:+, filter $FILTER}): UCX's UCT gtest" \
+         "natively on the STAND-IN NIC (test/tnic), ${TIMEOUT} s per test"
+    LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+        RC_GDR_TNIC_FABRIC=$fabric "$CONF/run-guest.sh" "$1" "$OUT" \
+        "$(gtest_filter)" "$TIMEOUT" /dev/null || rc=$?
+    rm -f "/dev/shm/rc_gdr_tnic.$fabric".*
+    if [ "$rc" != 0 ]; then
+        echo "conformance: the run ended with status $rc"
+    fi
+}
+
 main() {
     local gtest t0=$SECONDS keep=1 rc=0
     parse_args "$@"
+    if [ "$TNIC" = 1 ] && [ "$SAVE_BASELINE" = 1 ]; then
+        die "--save-baseline keeps the guest's rc_verbs results, not the" \
+            "stand-in's (--tnic)"
+    fi
     if [ "$RESUME" = 1 ] && [ -z "$OUT" ]; then
         die "--resume needs --out DIR"
     fi
@@ -255,8 +284,12 @@ main() {
             rm -rf "$OUT/logs" "$OUT"/batch*.log
             : > "$OUT/results.tsv"
         fi
-        run_guest "$gtest"
-        verbs_cache_update "$gtest"
+        if [ "$TNIC" = 1 ]; then
+            run_native "$gtest"
+        else
+            run_guest "$gtest"
+            verbs_cache_update "$gtest"
+        fi
         if [ "$SAVE_BASELINE" = 1 ]; then
             baseline_save "$gtest"
         fi

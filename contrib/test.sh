@@ -15,10 +15,14 @@
 #      build + unit + host; every module loaded into every other release
 #      (refused in one line, no crash); then each release's own UCT suites,
 #      as the time budget allows
+#   6  the stand-in NIC, native (test/tnic/run.sh): the guest tier's checks
+#      and the fault tests on a user-space RC device, no qemu; run early, as
+#      it is fast (RC_GDR_TNIC=0 leaves it out)
 # and ends with one line "N passed, N failed, N skipped" totalled over the
 # tiers run.
 #
 # Usage: contrib/test.sh [--no-vm]
+#   RC_GDR_TNIC=0                            leaves tier 6 out
 #   RC_GDR_CONFORMANCE=0                     leaves tier 4 out
 #   RC_GDR_RELEASES="1.22.0 1.16.0 1.19.1 1.18.1 1.20.1"  the releases tier
 #                   5 runs (this is the default; "none" for none). Their
@@ -162,6 +166,13 @@ done
 echo "== tier 1b: loading checks on the host"
 test/host/run.sh 2>&1 | tee "$OUT/host"
 tally_plain "$OUT/host"
+
+if [ "${RC_GDR_TNIC:-1}" = 1 ]; then
+    echo "== tier 6: stand-in NIC, native (test/tnic/run.sh; every result" \
+         "says STAND-IN NIC)"
+    test/tnic/run.sh 2>&1 | tee "$OUT/tnic"
+    tally_counts "$OUT/tnic"
+fi
 
 if [ "$RUN_VM" = 1 ]; then
     echo "== tier 2: the soft-RoCE harness itself (exit status, timeout)"

@@ -15,95 +15,18 @@ cd "$(dirname "$0")/../.."
 . contrib/env.sh "${RC_GDR_BUILD:-build}" || exit 2
 B=$RC_GDR_BUILD
 LOG=$(mktemp -d /tmp/rc_gdr_rxe.XXXXXX)
-PASSED=0
-FAILED=0
-SKIPPED=0
 PORT=13500
 
-# Whether test NAME runs: RC_GDR_TEST_FILTER=REGEX runs only the tests
-# whose names match
-selected() {
-    [ -z "${RC_GDR_TEST_FILTER:-}" ] || [[ $1 =~ $RC_GDR_TEST_FILTER ]]
-}
-
-# Runs one test: NAME CMD... ; the command's output goes to a log shown on
-# failure.
-run_test() {
-    local name=$1; shift
-    selected "$name" || return 0
-    if "$@" > "$LOG/$name.log" 2>&1; then
-        echo "PASS $name"
-        PASSED=$((PASSED + 1))
-    else
-        echo "FAIL $name"
-        sed 's/^/    | /' "$LOG/$name.log" | tail -40
-        FAILED=$((FAILED + 1))
-    fi
-}
-
-# The UCT suites (test/gtest/uct): gtest tests over two rc_gdr nodes
+# selected, run_test, run_suite (the UCT suites, GT), run_tests_summary
 GT=$B/test/gtest/uct/gtest_rc_gdr_uct
-SUITE_RUNS=0
-
-# run_suite [WRAPPER...] -- GTEST_FILTER: the suites' tests that match the
-# filter (and RC_GDR_TEST_FILTER), in one process under WRAPPER (env VAR=...,
-# with_emulated_gpu). Each gtest test is one result, counted like run_test's;
-# a failed one shows its output, and a process that crashes or hangs fails
-# every test it did not finish. (A TEST_P test's name has a '/', hence the
-# '%' of the sed addresses, and its FAILED line names its parameter.)
-run_suite() {
-    local wrap=() names=() name log rc
-    while [ "$1" != -- ]; do wrap+=("$1"); shift; done
-    shift
-    while read -r name; do
-        [ -n "$name" ] && selected "$name" && names+=("$name")
-    done <<< "$("$GT" --gtest_list_tests --gtest_filter="$1" |
-                awk '/^[^ ]/ { suite = $1 } /^  / { print suite $1 }')"
-    [ ${#names[@]} -gt 0 ] || return 0
-
-    log=$LOG/suite.$((++SUITE_RUNS))
-    "${wrap[@]}" timeout "${SUITE_TIMEOUT:-900}" "$GT" --gtest_color=no \
-        --gtest_filter="$(IFS=:; echo "${names[*]}")" > "$log" 2>&1
-    rc=$?
-    for name in "${names[@]}"; do
-        if grep -qF "[       OK ] $name (" "$log"; then
-            # a test on the stand-in CUDA driver says so, and so does its line
-            if sed -n "\%^\[ RUN      \] $name\$%,\%^\[       OK \] $name (%p" \
-                   "$log" | grep -q 'EMULATED GPU'; then
-                echo "PASS $name (EMULATED GPU)"
-            else
-                echo "PASS $name"
-            fi
-            PASSED=$((PASSED + 1))
-        elif grep -qF "[  SKIPPED ] $name (" "$log"; then
-            echo "SKIP $name: $(awk -v t="$name" '
-                $0 == "[ RUN      ] " t { on = 1 }
-                on && why { print; exit }
-                on && /: Skipped$/ { why = 1 }' "$log")"
-            SKIPPED=$((SKIPPED + 1))
-        else
-            echo "FAIL $name"
-            # its output, or the end of the log when it never finished
-            if grep -qF -e "[  FAILED  ] $name (" \
-                        -e "[  FAILED  ] $name, where GetParam()" "$log"; then
-                sed -n "\%^\[ RUN      \] $name\$%,\%^\[  FAILED  \] $name[ ,]%p" \
-                    "$log" | sed 's/^/    | /' | tail -60
-            else
-                echo "    | (exit status $rc; the test did not finish)"
-                sed 's/^/    | /' "$log" | tail -40
-            fi
-            FAILED=$((FAILED + 1))
-        fi
-    done
-}
+. contrib/lib/run_tests.sh
 
 # wait_listen PORT [PID]: a server must listen before its client starts
 . contrib/lib/wait_listen.sh
-
-has_rc_gdr_on() {
-    # (no grep -q in pipes: an early exit would fail them under pipefail)
-    ucx_info -d | grep -A1 'Transport: rc_gdr' | grep "Device: $1"
-}
+# has_rc_gdr_on, perftest_uct, perftest_ucp, mpi_verify on DEV_A, DEV_B
+DEV_A=rxe0:1
+DEV_B=rxe1:1
+. contrib/lib/tool_checks.sh
 
 test_ucx_info_devices() {
     has_rc_gdr_on rxe0:1 && has_rc_gdr_on rxe1:1
@@ -130,22 +53,6 @@ test_ucx_info_system_device() {
 
 test_ucx_info_config() {
     ucx_info -c | grep -E '^UCX_RC_GDR_(FAILURE_TIMEOUT|TX_QUEUE_LEN)='
-}
-
-# ucx_perftest at UCT level. Up to 1.21 the server takes -x/-d from the
-# client; 1.22 wants its own (older releases accept and override them).
-perftest_uct() {
-    local port=$((PORT++))
-    timeout 120 ucx_perftest -p "$port" -x rc_gdr -d rxe0:1 \
-        > "$LOG/server.$port" 2>&1 &
-    local server=$!
-    wait_listen "$port" || return 1
-    timeout 100 ucx_perftest -p "$port" 127.0.0.1 -x rc_gdr -d rxe1:1 "$@" \
-        > "$LOG/client.$port" 2>&1
-    local rc=$?
-    wait "$server"
-    cat "$LOG/client.$port"
-    [ "$rc" = 0 ] && grep -q '^Final:' "$LOG/client.$port"
 }
 
 # Without memory events (UCX_MEM_EVENTS=no, what a run under valgrind sets)
@@ -182,55 +89,6 @@ test_valgrind_perftest() {
                END { print n + 0 }' "$vlog")
     echo "memcheck: $bad error(s) with an rc_gdr frame"
     [ "$rc" = 0 ] && grep -q '^Final:' "$LOG/client.$port" && [ "$bad" = 0 ]
-}
-
-# ucx_perftest at UCP level, server on rxe0 and client on rxe1 (the traffic
-# crosses the veth); rc_gdr must be the lane UCP chose and must have posted
-# work, with rc_verbs absent from UCX_TLS.
-perftest_ucp() {
-    local port=$((PORT++))
-    export UCX_TLS=rc_gdr,ud_verbs:aux,self UCX_LOG_LEVEL=info
-    UCX_NET_DEVICES=rxe0:1 timeout 120 ucx_perftest -p "$port" \
-        > "$LOG/server.$port" 2>&1 &
-    local server=$!
-    wait_listen "$port" || return 1
-    UCX_NET_DEVICES=rxe1:1 timeout 100 ucx_perftest -p "$port" 127.0.0.1 \
-        "$@" > "$LOG/client.$port" 2>&1
-    local rc=$?
-    wait "$server"
-    unset UCX_TLS UCX_LOG_LEVEL
-    grep -E '^Final:|ep_cfg|rc_gdr:' "$LOG/client.$port"
-    [ "$rc" = 0 ] && grep -q '^Final:' "$LOG/client.$port" &&
-        grep -q '(rc_gdr/rxe1:1)' "$LOG/client.$port" &&
-        grep -Eq 'rc_gdr: rxe1:1 closed: [1-9][0-9]* work requests' \
-            "$LOG/client.$port"
-}
-
-test_mpi() {
-    timeout 200 mpirun --allow-run-as-root --oversubscribe -np 2 \
-        --mca pml ucx --mca btl ^openib,ofi,uct --mca osc ucx \
-        -x UCX_TLS=rc_gdr,ud_verbs:aux,self -x UCX_LOG_LEVEL=info \
-        "$B/test/mpi/mpi_verify" > "$LOG/mpi.out" 2>&1
-    local rc=$?
-    grep -E '^(ok|BAD|verification)|rc_gdr:' "$LOG/mpi.out"
-    [ "$rc" = 0 ] && grep -q '^verification: PASSED' "$LOG/mpi.out" &&
-        grep -Eq 'rc_gdr: rxe[01]:1 closed: [1-9][0-9]* work requests' \
-            "$LOG/mpi.out"
-}
-
-# MPI_THREAD_MULTIPLE: four threads per rank exchange at once, each
-# allocating and freeing its buffers (memory hooks on one thread while the
-# others transfer); UCP opens its UCT worker SERIALIZED, which rc_gdr serves.
-test_mpi_threads() {
-    timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 \
-        --mca pml ucx --mca btl ^openib,ofi,uct --mca osc ucx \
-        -x UCX_TLS=rc_gdr,ud_verbs:aux,self -x UCX_LOG_LEVEL=info \
-        "$B/test/mpi/mpi_verify" --threads > "$LOG/mpi_threads.out" 2>&1
-    local rc=$?
-    grep -E '^(ok|BAD|verification)|rc_gdr:' "$LOG/mpi_threads.out"
-    [ "$rc" = 0 ] && grep -q '^verification: PASSED' "$LOG/mpi_threads.out" &&
-        grep -Eq 'rc_gdr: rxe[01]:1 closed: [1-9][0-9]* work requests' \
-            "$LOG/mpi_threads.out"
 }
 
 # --- Emulated GPU: the stand-in CUDA driver, "GPU" memory is host memory ---
@@ -305,8 +163,12 @@ run_test perftest_ucp_tag_lat       perftest_ucp -t tag_lat -s 8 -n 200
 run_test perftest_ucp_put_bw        perftest_ucp -t ucp_put_bw -s 65536 -n 100
 run_test perftest_ucp_get           perftest_ucp -t ucp_get -s 65536 -n 100
 run_test perftest_ucp_stream_bw     perftest_ucp -t stream_bw -s 65536 -n 100
-run_test mpi_2ranks_p2p_and_rma_verified test_mpi
-run_test mpi_2ranks_thread_multiple_verified test_mpi_threads
+run_test mpi_2ranks_p2p_and_rma_verified mpi_verify mpi
+# MPI_THREAD_MULTIPLE (mpi_verify --threads): four threads per rank
+# exchange at once, each allocating and freeing its buffers (memory hooks on
+# one thread while the others transfer); UCP opens its UCT worker
+# SERIALIZED, which rc_gdr serves.
+run_test mpi_2ranks_thread_multiple_verified mpi_verify mpi_threads --threads
 # uct_md_query: host memory only without a CUDA driver, cuda with one (the
 # driver is found once per process)
 run_suite env RC_GDR_CUDA_LIBRARY=/nonexistent/libcuda.so.1 -- \
@@ -343,5 +205,4 @@ run_test mpi_2ranks_gpu_buffers_gdr_lane        test_mpi_gpu_gdr
 run_test mpi_2ranks_gpu_buffers_bounce_lane     test_mpi_gpu_bounce
 
 rm -rf "$LOG"
-echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"
-[ "$FAILED" = 0 ]
+run_tests_summary

@@ -1037,13 +1037,45 @@ static void uct_rc_gdr_ep_move_to_error(uct_rc_gdr_ep_t *ep)
 
 
 /*
+ * Fails the endpoint with reason now: its QP goes to the error state, and a
+ * work request posted there completes at once with a flush error, which
+ * retires every request before it and raises the error from the progress
+ * context. Requests the NIC finished whose completions never came (a CQ
+ * overrun lost them) report nothing else, ever. Without room for one, the
+ * requests in flight are still on the QP and their flush completions do the
+ * same. Returns UCS_ERR_NO_RESOURCE, changing nothing, when there is neither
+ * (the caller progresses and tries again).
+ */
+static ucs_status_t uct_rc_gdr_ep_fail(uct_rc_gdr_ep_t *ep,
+                                       ucs_status_t reason)
+{
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
+    uct_rc_gdr_op_t *op       = NULL;
+
+    if ((ep->sq_avail == 0) || (iface->tx_cq_avail == 0) ||
+        (uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 0, &op) != UCS_OK)) {
+        op = NULL;
+        if (ep->num_outstanding == 0) {
+            return UCS_ERR_NO_RESOURCE; /* after progress frees the queue */
+        }
+    }
+
+    uct_rc_gdr_ep_move_to_error(ep);
+    uct_rc_gdr_ep_set_failed(ep, reason);
+    return (op != NULL) ? uct_rc_gdr_ep_post_credit(ep, op) : UCS_OK;
+}
+
+
+/*
  * One sweep of the stall check (rc_gdr_iface.c). An endpoint stalls when a
  * signaled request is in flight and nothing completed since the last
  * sweep; after max_sweeps such sweeps in a row it fails with
- * UCS_ERR_ENDPOINT_TIMEOUT: its QP goes to the error state, whose flush
- * completions finish every request and raise the error. The NIC finishes
- * every request within its retry timeout, so this fires only when that
- * timeout did not (rxe with RETRY_COUNT=7, or a lost retry timer). SENDs
+ * UCS_ERR_ENDPOINT_TIMEOUT (uct_rc_gdr_ep_fail): its QP goes to the error
+ * state, whose flush completions finish every request and raise the error,
+ * even when the completions of the requests in flight were lost (a CQ
+ * overrun). The NIC finishes every request within its retry timeout, so
+ * this fires only when that timeout did not (rxe with RETRY_COUNT=7, a
+ * lost retry timer, lost completions). SENDs
  * are no exception: to a dead peer they wait on that same timer (UCX's
  * test_uct_peer_failure_multiple hung in a flush whose credit and flush
  * messages went to QPs in error). The cost: a SEND that waits this long in
@@ -1071,8 +1103,7 @@ int uct_rc_gdr_ep_check_stall(uct_rc_gdr_ep_t *ep, unsigned max_sweeps)
               "completed within UCX_RC_GDR_TX_STALL_TIMEOUT, and the "
               "transport's own retry timeout did not report: endpoint failed",
               ep->qp->qp_num, ep->num_outstanding);
-    uct_rc_gdr_ep_set_failed(ep, UCS_ERR_ENDPOINT_TIMEOUT);
-    uct_rc_gdr_ep_move_to_error(ep);
+    uct_rc_gdr_ep_fail(ep, UCS_ERR_ENDPOINT_TIMEOUT);
     return 1;
 }
 
@@ -1378,37 +1409,16 @@ ucs_status_t uct_rc_gdr_ep_check(uct_ep_h tl_ep, unsigned flags,
 
 ucs_status_t uct_rc_gdr_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
 {
-    uct_rc_gdr_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
-    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
-    uct_rc_gdr_op_t *op;
-    ucs_status_t status;
+    uct_rc_gdr_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
 
     if (ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) {
         return UCS_OK;
     }
 
-    /* A work request posted to a QP in error completes at once with a flush
-     * error: that completion raises the error from the progress context.
-     * Without room for one, requests in flight do the same; a post would
-     * overrun the completion queue. */
-    if ((ep->sq_avail == 0) || (iface->tx_cq_avail == 0)) {
-        if (ep->num_outstanding == 0) {
-            return UCS_ERR_NO_RESOURCE; /* after progress frees the queue */
-        }
-
-        uct_rc_gdr_ep_move_to_error(ep);
-        uct_rc_gdr_ep_set_failed(ep, UCS_ERR_ENDPOINT_TIMEOUT);
-        return UCS_OK;
-    }
-
-    status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 0, &op);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    uct_rc_gdr_ep_move_to_error(ep);
-    uct_rc_gdr_ep_set_failed(ep, UCS_ERR_ENDPOINT_TIMEOUT);
-    return uct_rc_gdr_ep_post_credit(ep, op);
+    /* The error comes from the progress context, through a flush
+     * completion (uct_rc_gdr_ep_fail); a post without room would overrun
+     * the completion queue, so then the requests in flight carry it. */
+    return uct_rc_gdr_ep_fail(ep, UCS_ERR_ENDPOINT_TIMEOUT);
 }
 
 

@@ -10,6 +10,7 @@
 
 #include <uct/ib_gdr/rc_gdr_cuda.h>
 
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +89,8 @@ void uct_rc_gdr_test::SetUp()
                      << dev_b() << " here (RC_GDR_DEV_A, RC_GDR_DEV_B; the"
                         " soft-RoCE guest has rxe0:1 and rxe1:1)";
     }
+
+    stand_in_nic_note();
 }
 
 void uct_rc_gdr_test::TearDown()
@@ -161,6 +164,17 @@ void uct_rc_gdr_test::emulated_gpu_note()
         (uct_rc_gdr_cuda_driver_info(&info) == UCS_OK) && info.emulated) {
         printf("NOTE: EMULATED GPU: the CUDA driver is the project's "
                "stand-in (%s); \"GPU\" memory is host memory\n", info.library);
+    }
+}
+
+void uct_rc_gdr_test::stand_in_nic_note()
+{
+    auto present = (int (*)(void))dlsym(RTLD_DEFAULT, "tnic_test_present");
+    auto marker  = (const char *(*)(void))dlsym(RTLD_DEFAULT,
+                                                "tnic_test_marker");
+
+    if ((present != NULL) && (marker != NULL) && present()) {
+        printf("NOTE: STAND-IN NIC: %s\n", marker());
     }
 }
 

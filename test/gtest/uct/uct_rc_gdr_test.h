@@ -69,6 +69,11 @@ protected:
      * EMULATED GPU); every test on the stand-in calls it */
     static void emulated_gpu_note();
 
+    /* Says in the test's output that the devices are the project's
+     * stand-in NIC (test/tnic), when it is the libibverbs loaded (run.sh
+     * then marks the result STAND-IN NIC); SetUp calls it */
+    static void stand_in_nic_note();
+
     /* Sets a variable (UCX_RC_GDR_...) until the test ends; UCX reads its
      * configuration when an md or interface opens, so set it before */
     void env_set(const char *name, const char *value);
