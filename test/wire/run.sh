@@ -93,7 +93,7 @@ wire_cell() {
         fpid=$!
     fi
     UCX_TLS=$(tls_of "$tl") timeout 400 "$WC" -c "$PEER" -p "$port" -m 262144 \
-        -w "${WATCH:-90}" $run >"$log" 2>&1
+        -w "${WATCH:-90}" -o "${MODE:-all}" $run >"$log" 2>&1
     rc=$?
     [ -z "$fpid" ] || wait "$fpid"
     [ -f "$log.fault_at" ] && tf=$(cat "$log.fault_at")
@@ -183,17 +183,22 @@ inside_link() {
     done
 }
 
-# The survivor of a host whose qemu is killed: both transports' clients run
-# at once (servers on rxevm2), rxevm2 is killed 5 s in.
+# The survivor of a host whose qemu is killed: per transport one client
+# that keeps writes in flight (busy: put + flush) and one that waits for a
+# message with nothing in flight (idle), all at once (servers on rxevm2);
+# rxevm2 is killed 8 s in.
 inside_kill() {
-    local tl
+    local tl m
     echo "wire: --- fault hostkilled: rxevm2's qemu killed with SIGKILL (emulated host loss) ---"
     for tl in $TRANSPORTS; do
-        selected "$tl/hostkilled" || continue
-        WATCH=150 FAULT_AT=$OUT/kill_at wire_cell "$tl" hostkilled "-t 200" &
-        [ "$tl" = rc_gdr ] && sleep 0.5
+        for m in busy idle; do
+            selected "$tl/hostkilled-$m" || continue
+            WATCH=150 FAULT_AT=$OUT/kill_at MODE=$([ $m = busy ] && echo put || echo idle) \
+                wire_cell "$tl" "hostkilled-$m" "-t 200" &
+            sleep 0.5
+        done
     done
-    sleep 5; now >"$OUT/kill_at"; rxevm-kill-host 2
+    sleep 8; now >"$OUT/kill_at"; rxevm-kill-host 2
     wait
 }
 
@@ -256,8 +261,8 @@ host_main() {
     # kill are reported (an error, not a hang).
     fails=$(awk -F'\t' '
         $4 == "BAD-BYTES" || $4 == "FAILED" { print; next }
-        $3 == "wire_check" && $2 !~ /^(linkdown60s|hostkilled)$/ && $4 != "completed" { print; next }
-        $3 == "wire_check" && $2 ~ /^(linkdown60s|hostkilled)$/ && $4 != "error" { print }
+        $3 == "wire_check" && $2 !~ /^(linkdown60s|hostkilled)/ && $4 != "completed" { print; next }
+        $3 == "wire_check" && $2 ~ /^(linkdown60s|hostkilled)/ && $4 != "error" { print }
     ' "$out/results.tsv")
     if [ -n "$fails" ]; then
         echo "wire: cells that did not hold:"; echo "$fails" | sed 's/^/    /'

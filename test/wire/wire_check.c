@@ -5,6 +5,7 @@
  *
  *   wire_check -s [-p PORT]                                  server
  *   wire_check -c HOST [-p PORT] [-n ITERS] [-t SEC] [-w SEC] [-m MAXSIZE]
+ *              [-o all|put|idle]
  *
  * The client connects to the server over TCP (addresses and a remote key
  * only), then runs iterations until ITERS are done or SEC seconds have
@@ -15,6 +16,10 @@
  *         itself and sends it back; the echo is compared too.
  * Every request is waited for at most -w SEC (default 120): a request that
  * neither completes nor fails by then is reported as a hang.
+ * -o put: iterations of put + flush of MAXSIZE only, so that writes are in
+ * flight nearly all the time; -o idle: one iteration, then a receive of a
+ * message the server never sends, with nothing in flight (how long a
+ * silent peer takes to be found when the endpoint does not send).
  *
  * Endpoints use UCP's peer error handling, so a failed peer ends requests
  * with an error. The client's last line is one of
@@ -126,6 +131,9 @@ static ucs_status_t request_wait(void *req)
 
     while ((status = ucp_request_check_status(req)) == UCS_INPROGRESS) {
         ucp_worker_progress(worker);
+        if (ep_status != UCS_OK) {
+            return ep_status; /* a receive is not failed with its peer */
+        }
         if ((++n % 1024 == 0) && (now_s() > deadline)) {
             return UCS_ERR_TIMED_OUT; /* the request is leaked on purpose */
         }
@@ -222,12 +230,17 @@ static int ep_create(const void *peer_addr)
 }
 
 
-static void *tag_recv(void *buf, size_t size, ucp_tag_t tag, ucp_tag_t mask)
+/* A receive that completes at once (the message had arrived) returns NULL
+ * and fills INFO. */
+static void *tag_recv(void *buf, size_t size, ucp_tag_t tag, ucp_tag_t mask,
+                      ucp_tag_recv_info_t *info)
 {
     ucp_request_param_t p = {0};
 
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
-    p.cb.recv      = tag_done_cb;
+    p.op_attr_mask        = UCP_OP_ATTR_FIELD_CALLBACK |
+                            UCP_OP_ATTR_FIELD_RECV_INFO;
+    p.cb.recv             = tag_done_cb;
+    p.recv_info.tag_info  = info;
     return ucp_tag_recv_nbx(worker, buf, size, tag, mask, &p);
 }
 
@@ -348,10 +361,14 @@ static int run_server(int port, size_t max_size)
     fflush(stdout);
 
     for (;;) {
-        req = tag_recv(buf, max_size, 0, 0);
+        req = tag_recv(buf, max_size, 0, 0, &info);
         if (UCS_PTR_IS_ERR(req)) {
             status = UCS_PTR_STATUS(req);
             break;
+        }
+        if (req == NULL) {
+            status = UCS_OK;
+            goto check; /* it had arrived */
         }
         while ((status = ucp_request_check_status(req)) == UCS_INPROGRESS) {
             ucp_worker_progress(worker);
@@ -365,6 +382,7 @@ static int run_server(int port, size_t max_size)
         }
         ucp_tag_recv_request_test(req, &info);
         ucp_request_free(req);
+check:
         if ((status != UCS_OK) ||
             ((info.sender_tag & WIRE_TAG_MASK) == WIRE_TAG_DONE)) {
             break;
@@ -386,7 +404,8 @@ static int run_server(int port, size_t max_size)
 
 
 static const char *op_names[] = {"put", "get", "flush", "tag_send",
-                                 "tag_echo"};
+                                 "tag_echo", "idle_recv"};
+static const char *mode = "all";
 
 static int run_client(const char *host, int port, long iters,
                       double seconds, size_t max_size)
@@ -396,6 +415,7 @@ static int run_client(const char *host, int port, long iters,
     void *peer, *rkey_buf, *req[2];
     ucp_address_t *addr;
     size_t addr_len, size, bad = 0, bytes = 0;
+    ucp_tag_recv_info_t rinfo;
     ucp_rkey_h rkey;
     ucs_status_t status = UCS_OK;
     double t0, last_ok;
@@ -427,6 +447,26 @@ static int run_client(const char *host, int port, long iters,
     for (i = 0; ((iters <= 0) || (i < iters)) &&
                 ((seconds <= 0) || (now_s() - t0 < seconds)); ++i) {
         size = wire_sizes[i % nsizes];
+        if (!strcmp(mode, "put")) {
+            op     = 0;
+            status = request_wait(req_param_op(0, src, max_size, raddr, rkey));
+            if (status == UCS_OK) {
+                op     = 2;
+                status = request_wait(req_param_op(2, NULL, 0, 0, NULL));
+            }
+            if (status != UCS_OK) {
+                break;
+            }
+            bytes  += max_size;
+            last_ok = now_s();
+            continue;
+        }
+        if (!strcmp(mode, "idle") && (i == 1)) {
+            op     = 5;
+            status = request_wait(tag_recv(dst, size, WIRE_TAG_DONE, ~0ull,
+                                           &rinfo));
+            break;
+        }
         pattern_fill(src, size, i);
         memset(dst, 0, size);
         /* put + flush, then get it back */
@@ -446,7 +486,7 @@ static int run_client(const char *host, int port, long iters,
         bad += bytes_differing(src, dst, size);
         /* tag: the server checks, and echoes */
         memset(dst, 0, size);
-        req[1] = tag_recv(dst, size, WIRE_TAG_ECHO | i, ~0ull);
+        req[1] = tag_recv(dst, size, WIRE_TAG_ECHO | i, ~0ull, &rinfo);
         op     = 3;
         status = request_wait(tag_send(src, size, WIRE_TAG_DATA | i));
         if (status != UCS_OK) {
@@ -496,7 +536,7 @@ int main(int argc, char **argv)
     long iters       = 0;
     int server = 0, port = 13600, c;
 
-    while ((c = getopt(argc, argv, "sc:p:n:t:w:m:")) != -1) {
+    while ((c = getopt(argc, argv, "sc:p:n:t:w:m:o:")) != -1) {
         switch (c) {
         case 's': server = 1; break;
         case 'c': host = optarg; break;
@@ -505,9 +545,10 @@ int main(int argc, char **argv)
         case 't': seconds = atof(optarg); break;
         case 'w': wait_limit = atof(optarg); break;
         case 'm': max_size = strtoul(optarg, NULL, 0); break;
+        case 'o': mode = optarg; break;
         default:
             fprintf(stderr, "usage: wire_check -s | -c HOST [-p PORT] "
-                    "[-n ITERS] [-t SEC] [-w SEC] [-m MAXSIZE]\n");
+                    "[-n ITERS] [-t SEC] [-w SEC] [-m MAXSIZE] [-o all|put|idle]\n");
             return 4;
         }
     }
