@@ -458,7 +458,8 @@ control_loop() {
             case $what in
             "link down") monitor_cmd 1 "set_link net0 off"; monitor_cmd 2 "set_link net0 off" ;;
             "link up")   monitor_cmd 1 "set_link net0 on";  monitor_cmd 2 "set_link net0 on" ;;
-            "kill 2")    [ -s "$RUN/qemu2.pid" ] && kill -KILL "$(cat "$RUN/qemu2.pid")" ;;
+            "kill 2")    [ -s "$RUN/qemu2.pid" ] && kill -KILL "$(cat "$RUN/qemu2.pid")"
+                         : >"$RUN/q/host2.gone" ;;  # rxevm-remote stops waiting
             esac >"$r.log" 2>&1
             echo "$(date +%s.%N) $what" >>"$RUN/ctl.log"
             mv "$r" "${r%.req}.done"
