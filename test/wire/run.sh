@@ -76,6 +76,14 @@ result() {
 
 now() { date +%s.%N; }
 
+# ", cable out X s": how long the host kept the link down (its own clock,
+# from rxevm-link's lines in FILE), when FILE has them
+outage() {
+    [ -f "$1" ] || return 0
+    awk '/^link down at/ { d = $4 } /^link up at/ { u = $4 }
+         END { if (d && u) printf ", cable out %.1f s", u - d }' "$1"
+}
+
 # wire_cell TL FAULT SECONDS_OR_ITERS [FAULT_CMD...]: one wire_check run;
 # FAULT_CMD runs in the background 5 s after the client starts (its start
 # time is the fault time). FAULT_AT=FILE: the fault time is in FILE instead
@@ -103,14 +111,14 @@ wire_cell() {
     case $line in
     "RESULT ok"*)
         st=$(sed -E 's/.* elapsed=([0-9.]+).*/\1/' <<<"$line")
-        result "$tl" "$fault" wire_check completed "byte-exact $(sed -E 's/.*(iters=[0-9]+ bytes=[0-9]+).*/\1/' <<<"$line")" "$st" ;;
+        result "$tl" "$fault" wire_check completed "byte-exact $(sed -E 's/.*(iters=[0-9]+ bytes=[0-9]+).*/\1/' <<<"$line")$(outage "$log.fault")" "$st" ;;
     "RESULT bad"*)
         result "$tl" "$fault" wire_check BAD-BYTES "$line" "-" ;;
     "RESULT error"*)
         local ea
         ea=$(sed -E 's/.* error_at=([0-9.]+).*/\1/' <<<"$line")
         st=$(awk -v a="$ea" -v b="${tf:-$t0}" 'BEGIN { printf "%.1f", a - b }')
-        result "$tl" "$fault" wire_check error "$(sed -E 's/.*status="([^"]*)" op=([a-z_]+).*/\1 (\2)/' <<<"$line")${tf:+ after the fault}" "$st" ;;
+        result "$tl" "$fault" wire_check error "$(sed -E 's/.*status="([^"]*)" op=([a-z_]+).*/\1 (\2)/' <<<"$line")${tf:+ after the fault}$(outage "$log.fault")" "$st" ;;
     "RESULT hang"*)
         st=$(awk -v a="$(now)" -v b="${tf:-$t0}" 'BEGIN { printf "%.0f", a - b }')
         result "$tl" "$fault" wire_check HANG "nothing reported within the ${WATCH:-90} s watch" ">$st" ;;
