@@ -60,6 +60,10 @@ share of the run dir, never the link under test):
   rxevm-link down|up           carrier off/on at both NICs (qemu set_link,
                   done by the host): a cable pulled between the two hosts
   rxevm-kill-host 2            SIGKILL rxevm2's qemu (a host gone)
+  rxevm-rsh HOST CMD...        ssh stand-in for launchers (mpirun's
+                  --mca plm_rsh_agent rxevm-rsh)
+  UCP between the hosts wants UCX_IB_GID_INDEX=0 (the link-local GID): with
+  UCX's own pick, the IPv4-mapped GID, ud_verbs gets no packet through.
 EOF
 }
 
@@ -452,6 +456,12 @@ control_loop() {
             case $what in
             "link down") monitor_cmd 1 "set_link net0 off"; monitor_cmd 2 "set_link net0 off" ;;
             "link up")   monitor_cmd 1 "set_link net0 on";  monitor_cmd 2 "set_link net0 on" ;;
+            # a cut of exactly SECS on the host's clock (a guest's own sleep
+            # between two requests stretches on a loaded host)
+            "link blip "*)
+                         monitor_cmd 1 "set_link net0 off"; monitor_cmd 2 "set_link net0 off"
+                         date +%s.%N >>"$r"; sleep "${what#link blip }"
+                         monitor_cmd 1 "set_link net0 on";  monitor_cmd 2 "set_link net0 on" ;;
             "kill 2")    [ -s "$RUN/qemu2.pid" ] && kill -KILL "$(cat "$RUN/qemu2.pid")"
                          : >"$RUN/q/host2.gone" ;;  # rxevm-remote stops waiting
             esac >"$r.log" 2>&1

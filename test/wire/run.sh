@@ -115,10 +115,12 @@ wire_cell() {
     "RESULT bad"*)
         result "$tl" "$fault" wire_check BAD-BYTES "$line" "-" ;;
     "RESULT error"*)
-        local ea
+        local ea la
         ea=$(sed -E 's/.* error_at=([0-9.]+).*/\1/' <<<"$line")
+        la=$(sed -E 's/.* last_ok=([0-9.]+).*/\1/' <<<"$line")
         st=$(awk -v a="$ea" -v b="${tf:-$t0}" 'BEGIN { printf "%.1f", a - b }')
-        result "$tl" "$fault" wire_check error "$(sed -E 's/.*status="([^"]*)" op=([a-z_]+).*/\1 (\2)/' <<<"$line")${tf:+ after the fault}$(outage "$log.fault")" "$st" ;;
+        la=$(awk -v a="$ea" -v b="$la" 'BEGIN { printf "%.1f", a - b }')
+        result "$tl" "$fault" wire_check error "$(sed -E 's/.*status="([^"]*)" op=([a-z_]+).*/\1 (\2)/' <<<"$line")${tf:+ after the fault}$(outage "$log.fault"), last answer $la s before" "$st" ;;
     "RESULT hang"*)
         st=$(awk -v a="$(now)" -v b="${tf:-$t0}" 'BEGIN { printf "%.0f", a - b }')
         result "$tl" "$fault" wire_check HANG "nothing reported within the ${WATCH:-90} s watch" ">$st" ;;
@@ -174,7 +176,7 @@ inside_netem() {
 }
 
 link_blip() {
-    rxevm-link down; sleep "$1"; rxevm-link up
+    rxevm-link blip "$1"
 }
 
 inside_link() {
@@ -212,7 +214,9 @@ inside_kill() {
         UCX_KEEPALIVE_INTERVAL=4s WATCH=150 FAULT_AT=$OUT/kill_at MODE=idle \
             wire_cell rc_gdr hostkilled-idle-ka4s "-t 200" &
     fi
-    sleep 8; now >"$OUT/kill_at"; rxevm-kill-host 2
+    # the fault time: when the host has confirmed the kill (the request
+    # itself can wait on a loaded host)
+    sleep 8; rxevm-kill-host 2; now >"$OUT/kill_at"
     wait
 }
 
