@@ -264,7 +264,7 @@ host_main() {
     if [ "$ci" = 1 ]; then netem=$CI_NETEM_FAULTS links=2; fi
     # one boot for the netem and link faults, one for the host kill
     # shellcheck disable=SC2086
-    nice contrib/rxe-vm.sh --hosts 2 --rw "$out" --timeout 1800 -- \
+    nice contrib/rxe-vm.sh --hosts 2 --rw "$out" --timeout 3000 -- \
         test/wire/run.sh --inside netem $netem 2>&1 | tee "$out/netem.log"
     # shellcheck disable=SC2086
     nice contrib/rxe-vm.sh --hosts 2 --rw "$out" --timeout 900 -- \
