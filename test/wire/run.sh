@@ -265,12 +265,12 @@ host_main() {
     # one boot for the netem and link faults, one for the host kill
     # shellcheck disable=SC2086
     nice contrib/rxe-vm.sh --hosts 2 --rw "$out" --timeout 3000 -- \
-        test/wire/run.sh --inside netem $netem 2>&1 | tee "$out/netem.log"
+        test/wire/run.sh --inside netem $netem 2>&1 | tee "$out/netem.out.txt"
     # shellcheck disable=SC2086
     nice contrib/rxe-vm.sh --hosts 2 --rw "$out" --timeout 900 -- \
-        test/wire/run.sh --inside link $links 2>&1 | tee "$out/link.log"
+        test/wire/run.sh --inside link $links 2>&1 | tee "$out/link.out.txt"
     nice contrib/rxe-vm.sh --hosts 2 --rw "$out" --timeout 600 -- \
-        test/wire/run.sh --inside kill 2>&1 | tee "$out/kill.log"
+        test/wire/run.sh --inside kill 2>&1 | tee "$out/kill.out.txt"
     t1=$(date +%s)
     print_table "$out/results.tsv" | tee "$out/table.txt"
     echo "wall time: $((t1 - t0)) s" | tee -a "$out/table.txt"
