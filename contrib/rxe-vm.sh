@@ -10,6 +10,10 @@
 # caller's cwd with the caller's exported environment; its stdout/stderr are
 # streamed live and its exit status is returned.
 #
+# --hosts 2: two guests instead (two kernels, two qemu processes), each with
+# one virtio-net NIC on a private Ethernet link between the two qemu
+# processes (a qemu stream socket) and rxe0 on it; see usage below.
+#
 # Exit status: the command's own; 124 = timeout; 125 = VM failure (the console
 # tail is printed); 2 = usage error.
 #
@@ -42,17 +46,38 @@ Usage: rxe-vm.sh [options] -- CMD [ARGS...]
   --keep          keep the run dir (console.log, dmesg.log, out, err)
   --prepare       only build the cached kernel + initramfs, then exit
   -v              verbose (timings; guest console to stderr)
+  --hosts 1|2     2: two guests, rxevm1 (10.77.0.1) and rxevm2 (10.77.0.2),
+                  each with rxe0 on its eth0; the two eth0 are one virtual
+                  Ethernet link between the two qemu processes. CMD runs on
+                  rxevm1; rxevm2 runs an agent that starts what CMD asks for
+                  there (defaults then: --mem 1024 --smp 1 each)
+  --netem SPEC    with --hosts 2: 'tc qdisc add dev eth0 root netem SPEC' on
+                  both guests' side of the link at boot
   -h, --help      this text
 Environment: RXEVM_CACHE (default $RC_GDR_CACHE/rxe-vm, RC_GDR_CACHE
 defaulting to /var/cache/rc_gdr).
 Inside: ibv_rc_pingpong needs '-g 0'; UCP needs UCX_TLS=rc,self (the UD aux
 transport), e.g. UCX_NET_DEVICES=rxe0:1 / rxe1:1 per process.
+Inside rxevm1 with --hosts 2 (commands on PATH; the control channel is a 9p
+share of the run dir, never the link under test):
+  rxevm-remote CMD [ARGS...]   run CMD on rxevm2 (the agent there starts it),
+                  same cwd and exported environment; streams its output,
+                  returns its status; SIGTERM/SIGINT stop it there
+  rxevm-netem SPEC|off         replace/remove the netem qdisc on both eth0
+  rxevm-link down|up           carrier off/on at both NICs (qemu set_link,
+                  done by the host): a cable pulled between the two hosts
+  rxevm-kill-host 2            SIGKILL rxevm2's qemu (a host gone)
+  rxevm-rsh HOST CMD...        ssh stand-in for launchers (mpirun's
+                  --mca plm_rsh_agent rxevm-rsh)
+  UCP between the hosts wants UCX_IB_GID_INDEX=0 (the link-local GID): with
+  UCX's own pick, the IPv4-mapped GID, ud_verbs gets no packet through.
 EOF
 }
 
 TIMEOUT=900 MEM=2048 SMP=2 CPU=qemu64 MTU=9000 NRXE=2 KEEP=0 PREPARE=0
 PCIE_PAIRS=0
-VERBOSE=0 FRESH_TMP=0 KERNEL=auto
+VERBOSE=0 FRESH_TMP=0 KERNEL=auto HOSTS=1 NETEM=
+MEM_SET=0 SMP_SET=0
 RW_DIRS=()
 CACHE=${RXEVM_CACHE:-${RC_GDR_CACHE:-/var/cache/rc_gdr}/rxe-vm}
 MODULES="virtio_pci 9pnet_virtio 9p overlay veth crc32_generic rdma_rxe ib_uverbs rdma_ucm"
@@ -82,7 +107,11 @@ parse_args() {
         case $1 in
         --timeout|--mem|--smp|--mtu|--nrxe|--pcie-pairs)
             [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] || bad_usage "$1 needs a number"
-            n=${1#--}; n=${n//-/_}; printf -v "${n^^}" '%s' "$2"; shift ;;
+            n=${1#--}; n=${n//-/_}; printf -v "${n^^}" '%s' "$2"
+            case $n in mem) MEM_SET=1 ;; smp) SMP_SET=1 ;; esac; shift ;;
+        --hosts)  [ $# -ge 2 ] && [[ $2 =~ ^[12]$ ]] || bad_usage "--hosts needs 1 or 2"
+                  HOSTS=$2; shift ;;
+        --netem)  [ $# -ge 2 ] || bad_usage "--netem needs a value"; NETEM=$2; shift ;;
         --cpu)    [ $# -ge 2 ] || bad_usage "--cpu needs a value"; CPU=$2; shift ;;
         --kernel) [ $# -ge 2 ] || bad_usage "--kernel needs a value"; KERNEL=$2; shift ;;
         --rw)     [ $# -ge 2 ] && [ -d "$2" ] || bad_usage "--rw needs a directory"
@@ -101,6 +130,12 @@ parse_args() {
     [ "$PCIE_PAIRS" -le 4 ] || bad_usage "--pcie-pairs must be 0 to 4"
     [ "$TIMEOUT" -ge 10 ] || bad_usage "--timeout must be at least 10"
     [ "$PREPARE" = 1 ] || [ $# -gt 0 ] || bad_usage "no command given"
+    [ -z "$NETEM" ] || [ "$HOSTS" = 2 ] || bad_usage "--netem needs --hosts 2"
+    if [ "$HOSTS" = 2 ]; then
+        [ "$MEM_SET" = 1 ] || MEM=1024
+        [ "$SMP_SET" = 1 ] || SMP=1
+        MODULES="$MODULES virtio_net sch_netem"
+    fi
     CMD=("$@")
 }
 
@@ -206,7 +241,10 @@ mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 exec </dev/null
 fail() { echo "rxevm-init: FAILED: $*"; dmesg | tail -n 20; poweroff -f; sleep 5; }
 for m in $(cat /modules.list); do insmod "/mods/$m" || fail "insmod $m"; done
-RUN=; for a in $(cat /proc/cmdline); do case $a in rxevm.run=*) RUN=${a#*=};; esac; done
+RUN=; HOST=0
+for a in $(cat /proc/cmdline); do
+    case $a in rxevm.run=*) RUN=${a#*=};; rxevm.host=*) HOST=${a#*=};; esac
+done
 O9="trans=virtio,version=9p2000.L,msize=512000"
 mkdir -p /lower /ovl /newroot /xrun
 mount -t 9p -o "$O9,ro,cache=loose" rxevm_root /lower || fail "9p root"
@@ -227,14 +265,19 @@ i=0; while [ $i -lt "$RW_N" ]; do
     eval "d=\$RW_$i"; mkdir -p "$R$d"
     mount -t 9p -o "$O9" "rxevm_rw$i" "$R$d" || fail "9p $d"; i=$((i + 1))
 done
-hostname rxevm; echo "127.0.1.1 rxevm" >>$R/etc/hosts
+if [ "$HOST" = 0 ]; then
+    hostname rxevm; echo "127.0.1.1 rxevm" >>$R/etc/hosts
+else
+    hostname rxevm$HOST
+    printf '10.77.0.1 rxevm1\n10.77.0.2 rxevm2\n' >>$R/etc/hosts
+fi
 # So that modprobe works inside (e.g. modprobe vgem).
 [ -e "$R/lib/modules/$KVER" ] || { mkdir -p $R/lib/modules &&
     ln -s "$KROOT/lib/modules/$KVER" "$R/lib/modules/$KVER"; }
 # No DAD: link-local addresses (= the RoCE GIDs) are usable at once.
 for c in all default; do echo 0 >/proc/sys/net/ipv6/conf/$c/accept_dad; done
 echo 100000 >/proc/sys/net/core/netdev_max_backlog
-if [ "$PCIE_PAIRS" = 0 ]; then
+if [ "$HOST" = 0 ] && [ "$PCIE_PAIRS" = 0 ]; then
 # Absolute paths: busybox's own ip applet would shadow the host's (no veth).
 printf '%s\n' "link set lo up" "link add v0 mtu $MTU type veth peer name v1 mtu $MTU" \
     "link set v0 up" "link set v1 up" | chroot $R /usr/sbin/ip -b - || fail "veth"
@@ -243,7 +286,7 @@ printf '%s\n' "link set lo up" "link add v0 mtu $MTU type veth peer name v1 mtu 
 for v in v0 v1; do echo 1 >/sys/class/net/$v/queues/rx-0/rps_cpus; done
 i=0; while [ $i -lt "$NRXE" ]; do echo "link add rxe$i type rxe netdev v$i"; i=$((i + 1)); done |
     { [ "$NRXE" = 0 ] || chroot $R /usr/bin/rdma -b -; } || fail "rdma link add"
-else
+elif [ "$HOST" = 0 ]; then
 # --pcie-pairs: pair i is host bridge pci0000:<PXB_i> holding a virtio-net
 # NIC (rxe<i> on it) and an edu function (GPU<i>), found by their places.
 chroot $R /sbin/modprobe virtio_net || fail "modprobe virtio_net"
@@ -267,6 +310,17 @@ for hb in $PXB_BUSES; do
 done
 echo "export RC_GDR_FAKE_CUDA_DEVICES=$i RC_GDR_FAKE_CUDA_PCI_BUS_ID=$gpus" >$R/etc/rxevm-gpus.env
 NRXE=$i
+else
+# Two hosts: eth0 is the NIC on the link between the two qemu processes.
+NRXE=1
+echo 0 >/proc/sys/net/ipv6/conf/eth0/accept_dad
+printf '%s\n' "link set lo up" "link set eth0 mtu $MTU" "link set eth0 up" \
+    "addr add 10.77.0.$HOST/24 dev eth0" | chroot $R /usr/sbin/ip -b - || fail "eth0"
+echo 1 >/sys/class/net/eth0/queues/rx-0/rps_cpus
+echo "link add rxe0 type rxe netdev eth0" | chroot $R /usr/bin/rdma -b - || fail "rdma link add"
+if [ -n "$NETEM" ]; then
+    chroot $R /usr/sbin/tc qdisc add dev eth0 root netem $NETEM || fail "netem $NETEM"
+fi
 fi
 # Wait for ACTIVE ports with GID[0] (rxe only has RoCE v2 GIDs, index 1 stays empty).
 i=0; n=0; while [ $i -lt "$NRXE" ]; do
@@ -276,8 +330,21 @@ i=0; n=0; while [ $i -lt "$NRXE" ]; do
     esac
     n=$((n + 1)); [ $n -lt 400 ] || fail "rxe$i not ACTIVE"; sleep 0.05
 done
+if [ "$HOST" = 1 ]; then
+    # The command starts once the other host is up too.
+    n=0; while [ ! -e /xrun/ready2 ]; do
+        n=$((n + 1)); [ $n -lt 1200 ] || fail "rxevm2 did not come up"; sleep 0.1
+    done
+fi
 T=$((DEADLINE - $(date +%s))); [ $T -ge 1 ] || T=1
 echo "rxevm-init: ready, command gets ${T}s"
+if [ "$HOST" = 2 ]; then
+    # The second host runs the agent until its qemu is stopped.
+    : >/xrun/ready2
+    chroot $R /bin/bash "$RUN/bin/rxevm-agent" >"$R$RUN/agent.log" 2>&1
+    dmesg >/xrun/dmesg2.log
+    poweroff -f
+fi
 chroot $R /usr/bin/timeout -k 3 $T /bin/bash "$RUN/job.sh" >"$R$RUN/out" 2>"$R$RUN/err"
 rc=$?
 # timeout says 137 when the command ignored TERM and needed KILL: still a timeout.
@@ -340,6 +407,9 @@ write_job() {
         done
         # root has CAP_IPC_LOCK anyway, but some tools check the limit.
         echo "ulimit -l unlimited 2>/dev/null"
+        if [ "$HOSTS" = 2 ]; then
+            printf 'export RXEVM_RUN=%q PATH=%q/bin:"$PATH"\n' "$RUN" "$RUN"
+        fi
         printf 'cd -- %q || exit 125\n' "$PWD"
         printf 'exec'; printf ' %q' "${CMD[@]}"; echo
     } >"$RUN/job.sh"
@@ -350,9 +420,11 @@ write_job() {
 PIDS=()
 cleanup() {
     local p
-    if [ -n "${RUN:-}" ] && [ -s "$RUN/qemu.pid" ]; then
-        kill "$(cat "$RUN/qemu.pid")" 2>/dev/null || true
-    fi
+    for p in qemu qemu2; do
+        if [ -n "${RUN:-}" ] && [ -s "$RUN/$p.pid" ]; then
+            kill "$(cat "$RUN/$p.pid")" 2>/dev/null || true
+        fi
+    done
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     if [ -n "${RUN:-}" ] && [ -d "$RUN" ]; then
         if [ "$KEEP" = 1 ]; then echo "rxe-vm: run dir kept: $RUN" >&2
@@ -378,22 +450,90 @@ pcie_pairs_buses() {
 # all NICs on one hub, a wire as the veth pair was.
 pcie_pairs_args() {
     local i bus mem=$((MEM / PCIE_PAIRS))
-    cmdline[4]=q35,accel=tcg
+    QEMU[4]=q35,accel=tcg
     for ((i = 0; i < PCIE_PAIRS; ++i)); do
         bus=$((0x20 * (i + 1)))
-        cmdline+=(-object "memory-backend-ram,id=mem$i,size=${mem}M"
-                  -numa "node,nodeid=$i,memdev=mem$i"
-                  -device "pxb-pcie,id=pxb$i,bus_nr=$bus,numa_node=$i,bus=pcie.0"
-                  -device "pcie-root-port,id=rpn$i,bus=pxb$i,chassis=$((2 * i + 1)),slot=0,addr=0x0"
-                  -device "pcie-root-port,id=rpg$i,bus=pxb$i,chassis=$((2 * i + 2)),slot=0,addr=0x1"
-                  -netdev "hubport,id=hp$i,hubid=0"
-                  -device "virtio-net-pci,netdev=hp$i,bus=rpn$i,mac=52:54:00:00:00:$((10 + i))"
-                  -device "edu,bus=rpg$i")
+        QEMU+=(-object "memory-backend-ram,id=mem$i,size=${mem}M"
+               -numa "node,nodeid=$i,memdev=mem$i"
+               -device "pxb-pcie,id=pxb$i,bus_nr=$bus,numa_node=$i,bus=pcie.0"
+               -device "pcie-root-port,id=rpn$i,bus=pxb$i,chassis=$((2 * i + 1)),slot=0,addr=0x0"
+               -device "pcie-root-port,id=rpg$i,bus=pxb$i,chassis=$((2 * i + 2)),slot=0,addr=0x1"
+               -netdev "hubport,id=hp$i,hubid=0"
+               -device "virtio-net-pci,netdev=hp$i,bus=rpn$i,mac=52:54:00:00:00:$((10 + i))"
+               -device "edu,bus=rpg$i")
+    done
+}
+
+# qemu_cmdline HOST APPEND: the qemu command line of one guest (HOST 0: the
+# one-guest mode; 1 and 2: the two hosts, joined by a stream socket link that
+# host 1 serves). Sets the array QEMU.
+qemu_cmdline() {
+    local host=$1 append=$2 sfx="" i
+    [ "$host" -le 1 ] || sfx=$host
+    # shellcheck disable=SC2054  # commas are qemu's, not array separators
+    QEMU=(qemu-system-x86_64 -nodefaults -no-user-config -machine pc,accel=tcg
+        -cpu "$CPU" -smp "$SMP" -m "$MEM" -display none -nic none -no-reboot
+        -kernel "$KDIR/vmlinux" -initrd "$INITRD" -append "$append"
+        -serial "file:$RUN/console$sfx.log" -pidfile "$RUN/qemu$sfx.pid"
+        -fsdev local,id=fsroot,path=/,security_model=none,readonly=on,multidevs=remap
+        -device virtio-9p-pci,fsdev=fsroot,mount_tag=rxevm_root
+        -fsdev "local,id=fsrun,path=$RUN,security_model=none"
+        -device virtio-9p-pci,fsdev=fsrun,mount_tag=rxevm_run)
+    [ "$host" != 0 ] || [ "$PCIE_PAIRS" = 0 ] || pcie_pairs_args
+    for i in "${!RW_DIRS[@]}"; do
+        QEMU+=(-fsdev "local,id=fsrw$i,path=$(qv "${RW_DIRS[$i]}"),security_model=none"
+               -device "virtio-9p-pci,fsdev=fsrw$i,mount_tag=rxevm_rw$i")
+    done
+    [ "$host" -ge 1 ] || return 0
+    # The link: host 1 listens on a unix socket, host 2 connects. The
+    # monitor lets the host pull the cable (set_link).
+    QEMU+=(-netdev "stream,id=net0,server=$([ "$host" = 1 ] && echo on || echo off),addr.type=unix,addr.path=$RUN/link.sock"
+           -device "virtio-net-pci,netdev=net0,mac=52:54:00:77:00:0$host"
+           -monitor "tcp:127.0.0.1:$(cat "$RUN/mon$host.port"),server=on,wait=off")
+}
+
+# An HMP command to the monitor of host N (a TCP socket on the loopback:
+# bash reaches it without starting a program, so a cable is pulled at both
+# NICs within milliseconds).
+monitor_cmd() {
+    local fd
+    exec {fd}<>"/dev/tcp/127.0.0.1/$(cat "$RUN/mon$1.port")" || return 1
+    printf '%s\n' "$2" >&"$fd"
+    sleep 0.05
+    exec {fd}>&-
+}
+
+# The host's side of the guests' control requests ($RUN/ctl/*.req, written by
+# rxevm-link and rxevm-kill-host in a guest): pull or plug the cable at both
+# NICs, or kill host 2's qemu. Each request is answered by a .done file.
+control_loop() {
+    local r what
+    while :; do
+        for r in "$RUN"/ctl/*.req; do
+            [ -e "$r" ] || continue
+            what=$(cat "$r")
+            case $what in
+            "link down") monitor_cmd 1 "set_link net0 off"; monitor_cmd 2 "set_link net0 off" ;;
+            "link up")   monitor_cmd 1 "set_link net0 on";  monitor_cmd 2 "set_link net0 on" ;;
+            # a cut of exactly SECS on the host's clock (a guest's own sleep
+            # between two requests stretches on a loaded host)
+            "link blip "*)
+                         monitor_cmd 1 "set_link net0 off"; monitor_cmd 2 "set_link net0 off"
+                         date +%s.%N >>"$r"; sleep "${what#link blip }"
+                         monitor_cmd 1 "set_link net0 on";  monitor_cmd 2 "set_link net0 on" ;;
+            "kill 2")    [ -s "$RUN/qemu2.pid" ] && kill -KILL "$(cat "$RUN/qemu2.pid")"
+                         : >"$RUN/q/host2.gone" ;;  # rxevm-remote stops waiting
+            esac >"$r.log" 2>&1
+            # the host's clock when it was done: how long a cut lasted
+            date +%s.%N >>"$r"
+            mv "$r" "${r%.req}.done"
+        done
+        sleep 0.1
     done
 }
 
 run_vm() {
-    local margin qrc=0 rc i append cmdline qpid
+    local margin qrc=0 rc i append qpid
     RUN=$(mktemp -d /tmp/rxevm-run.XXXXXX)
     chmod 755 "$RUN"
     write_job
@@ -403,6 +543,7 @@ run_vm() {
     {
         echo "MTU=$MTU NRXE=$NRXE FRESH_TMP=$FRESH_TMP RW_N=${#RW_DIRS[@]}"
         echo "PCIE_PAIRS=$PCIE_PAIRS PXB_BUSES='$(pcie_pairs_buses)'"
+        printf 'NETEM=%q\n' "$NETEM"
         echo "KVER=$KVER DEADLINE=$(( $(date +%s) + TIMEOUT - margin ))"
         printf 'KROOT=%q\n' "$KROOT"
         for i in "${!RW_DIRS[@]}"; do printf 'RW_%d=%q\n' "$i" "${RW_DIRS[$i]}"; done
@@ -411,29 +552,40 @@ run_vm() {
     # kernel's IO-APIC check, which then panics at boot.
     append="console=ttyS0 panic=-1 rdinit=/init mitigations=off no_timer_check rxevm.run=$RUN"
     [ "$VERBOSE" = 1 ] || append="quiet $append"
-    # shellcheck disable=SC2054  # commas are qemu's, not array separators
-    cmdline=(qemu-system-x86_64 -nodefaults -no-user-config -machine pc,accel=tcg
-        -cpu "$CPU" -smp "$SMP" -m "$MEM" -display none -nic none -no-reboot
-        -kernel "$KDIR/vmlinux" -initrd "$INITRD" -append "$append"
-        -serial "file:$RUN/console.log" -pidfile "$RUN/qemu.pid"
-        -fsdev local,id=fsroot,path=/,security_model=none,readonly=on,multidevs=remap
-        -device virtio-9p-pci,fsdev=fsroot,mount_tag=rxevm_root
-        -fsdev "local,id=fsrun,path=$RUN,security_model=none"
-        -device virtio-9p-pci,fsdev=fsrun,mount_tag=rxevm_run)
-    [ "$PCIE_PAIRS" = 0 ] || pcie_pairs_args
-    for i in "${!RW_DIRS[@]}"; do
-        cmdline+=(-fsdev "local,id=fsrw$i,path=$(qv "${RW_DIRS[$i]}"),security_model=none"
-                  -device "virtio-9p-pci,fsdev=fsrw$i,mount_tag=rxevm_rw$i")
-    done
     vlog "booting (timeout ${TIMEOUT}s, command gets at most $((TIMEOUT - margin))s)"
-    timeout -k 5 "$TIMEOUT" "${cmdline[@]}" </dev/null >"$RUN/qemu.log" 2>&1 &
-    qpid=$!; PIDS+=("$qpid")
+    if [ "$HOSTS" = 2 ]; then
+        mkdir -p "$RUN/bin" "$RUN/q" "$RUN/ctl"
+        # monitor ports: random, retried once by the boot retry if taken
+        echo $((20000 + RANDOM % 20000)) >"$RUN/mon1.port"
+        echo $((20000 + RANDOM % 20000)) >"$RUN/mon2.port"
+        cp "$(dirname "$(realpath "$0")")"/lib/rxevm/rxevm-* "$RUN/bin/"
+        : >"$RUN/console2.log"
+        qemu_cmdline 1 "$append rxevm.host=1"
+        timeout -k 5 "$TIMEOUT" "${QEMU[@]}" </dev/null >"$RUN/qemu.log" 2>&1 &
+        qpid=$!; PIDS+=("$qpid")
+        # host 2 connects to host 1's end of the link
+        for i in $(seq 100); do [ -S "$RUN/link.sock" ] && break; sleep 0.05; done
+        qemu_cmdline 2 "$append rxevm.host=2"
+        timeout -k 5 "$TIMEOUT" "${QEMU[@]}" </dev/null >"$RUN/qemu2.log" 2>&1 &
+        PIDS+=($!)
+        control_loop & PIDS+=($!)
+    else
+        qemu_cmdline 0 "$append"
+        timeout -k 5 "$TIMEOUT" "${QEMU[@]}" </dev/null >"$RUN/qemu.log" 2>&1 &
+        qpid=$!; PIDS+=("$qpid")
+    fi
     # Stream the command's output live; tail exits once qemu has gone.
     tail -n +1 -s 0.2 --pid="$qpid" -f "$RUN/out" & PIDS+=($!)
     tail -n +1 -s 0.2 --pid="$qpid" -f "$RUN/err" >&2 & PIDS+=($!)
     [ "$VERBOSE" = 0 ] || { tail -n +1 -s 0.2 --pid="$qpid" -f "$RUN/console.log" >&2 & PIDS+=($!); }
     wait "$qpid" || qrc=$?
     rm -f "$RUN/qemu.pid"   # never kill a recycled pid in cleanup
+    if [ "$HOSTS" = 2 ]; then
+        # host 1 is done: host 2 and the control loop go with it
+        [ -s "$RUN/qemu2.pid" ] && kill "$(cat "$RUN/qemu2.pid")" 2>/dev/null
+        rm -f "$RUN/qemu2.pid"
+        for i in "${PIDS[@]:1}"; do kill "$i" 2>/dev/null || true; done
+    fi
     for i in "${PIDS[@]:1}"; do wait "$i" 2>/dev/null || true; done
     PIDS=()
     vlog "qemu exited ($qrc)"

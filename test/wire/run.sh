@@ -1,0 +1,308 @@
+#!/bin/bash
+#
+# The wire tier: rc_gdr and UCX's rc_verbs side by side between two hosts
+# whose link loses, reorders, duplicates, corrupts, delays and breaks. The
+# two hosts are the two soft-RoCE guests of `contrib/rxe-vm.sh --hosts 2`
+# (two kernels, a virtual Ethernet link between two qemu processes; the
+# faults are Linux netem on each guest's side of the link, a cable pulled
+# with qemu's set_link, a host's qemu killed). All of it is emulated, and
+# every table says so.
+#
+# Usage (on the build host, after contrib/build.sh):
+#   test/wire/run.sh [--ci] [--out DIR] [--only REGEX]
+#     --ci     the CI subset: no fault, loss 1%, link down 2 s, host killed
+#     --out    where the raw logs and results.tsv go (default
+#              doc/results/wire-<date>)
+#     --only   the cells whose "transport/fault" matches REGEX
+#
+# Each cell: wire_check (test/wire/wire_check.c: UCP put/flush/get and
+# tagged send/echo, every byte compared, sizes 8 B .. 256 KiB) between the
+# hosts, and for the netem faults also ucx_perftest at UCT level (put, get,
+# am; completed or not, no data check: that is wire_check's job). One row
+# per cell: completed, byte-exact, time, or the error and the time it took
+# to be reported after the fault (a hang when nothing was reported within
+# the watch time). Exit status: non-zero when a cell that must complete
+# did not, or any byte differed, or a fault that must be reported was not.
+#
+# Inside the guests the same script runs with --inside (rxevm1; rxevm2 via
+# rxevm-remote).
+set -uo pipefail
+
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+TRANSPORTS="rc_gdr rc_verbs"
+
+# fault name -> netem spec (the netem faults)
+declare -A NETEM=(
+    [none]=""
+    [loss0.1]="loss 0.1%"
+    [loss1]="loss 1%"
+    [loss5]="loss 5%"
+    [reorder]="delay 5ms reorder 25% 50%"
+    [duplicate]="duplicate 2%"
+    [corrupt]="corrupt 1%"
+    [delay50ms]="delay 50ms"
+)
+NETEM_FAULTS="none loss0.1 loss1 loss5 reorder duplicate corrupt delay50ms"
+CI_NETEM_FAULTS="none loss1"
+
+tls_of() {
+    echo "$1,ud_verbs:aux,self"
+}
+
+# ---------------------------------------------------------------- guest side
+
+# Inside rxevm1: log dir $OUT, results to $OUT/results.tsv:
+# transport fault check status detail seconds
+inside_setup() {
+    . contrib/env.sh "${RC_GDR_BUILD:-build}" || exit 2
+    . contrib/lib/wait_listen.sh
+    WC=$RC_GDR_BUILD/test/wire/wire_check
+    [ -x "$WC" ] || { echo "wire: no $WC (make -C build check TESTS=)" >&2; exit 2; }
+    export UCX_NET_DEVICES=rxe0:1
+    # The link-local RoCE v2 GID (rc_gdr's default GID_INDEX too): UCX's own
+    # choice, the IPv4-mapped GID, leaves ud_verbs (UCP's wire-up helper)
+    # without a single packet through between the two guests (measured:
+    # UCT am_lat over ud_verbs fails, with index 0 it passes)
+    export UCX_IB_GID_INDEX=0
+    PORT=14000
+    PEER=10.77.0.2
+}
+
+result() {
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$OUT/results.tsv"
+    printf 'wire: %-9s %-10s %-9s %-8s %s (%ss)\n' "$@"
+}
+
+now() { date +%s.%N; }
+
+# ", cable out X s": how long the host kept the link down (its own clock,
+# from rxevm-link's lines in FILE), when FILE has them
+outage() {
+    [ -f "$1" ] || return 0
+    awk '/^link down at/ { d = $4 } /^link up at/ { u = $4 }
+         END { if (d && u) printf ", cable out %.1f s", u - d }' "$1"
+}
+
+# wire_cell TL FAULT SECONDS_OR_ITERS [FAULT_CMD...]: one wire_check run;
+# FAULT_CMD runs in the background 5 s after the client starts (its start
+# time is the fault time). FAULT_AT=FILE: the fault time is in FILE instead
+# (a fault injected by the caller).
+wire_cell() {
+    local tl=$1 fault=$2 run=$3; shift 3
+    local port=$((PORT++)) log=$OUT/$tl.$fault.wire rc t0 tf="" line st
+    UCX_TLS=$(tls_of "$tl") rxevm-remote timeout 400 "$WC" -s -p "$port" \
+        -m 262144 >"$log.server" 2>&1 &
+    local srv=$!
+    t0=$(now)
+    local fpid=""
+    if [ $# -gt 0 ]; then
+        ( sleep 5; now >"$log.fault_at"; "$@" ) >"$log.fault" 2>&1 &
+        fpid=$!
+    fi
+    UCX_TLS=$(tls_of "$tl") timeout 400 "$WC" -c "$PEER" -p "$port" -m 262144 \
+        -w "${WATCH:-90}" -o "${MODE:-all}" $run >"$log" 2>&1
+    rc=$?
+    [ -z "$fpid" ] || wait "$fpid"
+    [ -f "$log.fault_at" ] && tf=$(cat "$log.fault_at")
+    [ -z "${FAULT_AT:-}" ] || tf=$(cat "$FAULT_AT")
+    kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
+    line=$(grep '^RESULT' "$log" | tail -n1)
+    case $line in
+    "RESULT ok"*)
+        st=$(sed -E 's/.* elapsed=([0-9.]+).*/\1/' <<<"$line")
+        result "$tl" "$fault" wire_check completed "byte-exact $(sed -E 's/.*(iters=[0-9]+ bytes=[0-9]+).*/\1/' <<<"$line")$(outage "$log.fault")" "$st" ;;
+    "RESULT bad"*)
+        result "$tl" "$fault" wire_check BAD-BYTES "$line" "-" ;;
+    "RESULT error"*)
+        local ea la
+        ea=$(sed -E 's/.* error_at=([0-9.]+).*/\1/' <<<"$line")
+        la=$(sed -E 's/.* last_ok=([0-9.]+).*/\1/' <<<"$line")
+        st=$(awk -v a="$ea" -v b="${tf:-$t0}" 'BEGIN { printf "%.1f", a - b }')
+        la=$(awk -v a="$ea" -v b="$la" 'BEGIN { printf "%.1f", a - b }')
+        result "$tl" "$fault" wire_check error "$(sed -E 's/.*status="([^"]*)" op=([a-z_]+).*/\1 (\2)/' <<<"$line")${tf:+ after the fault}$(outage "$log.fault"), last answer $la s before" "$st" ;;
+    "RESULT hang"*)
+        st=$(awk -v a="$(now)" -v b="${tf:-$t0}" 'BEGIN { printf "%.0f", a - b }')
+        result "$tl" "$fault" wire_check HANG "nothing reported within the ${WATCH:-90} s watch" ">$st" ;;
+    *)
+        result "$tl" "$fault" wire_check FAILED "rc $rc, no result line" "-" ;;
+    esac
+}
+
+# perf_cell TL FAULT NAME ARGS...: ucx_perftest at UCT level across the hosts
+perf_cell() {
+    local tl=$1 fault=$2 name=$3; shift 3
+    local port=$((PORT++)) log=$OUT/$tl.$fault.$name rc t0 t1
+    rxevm-remote timeout 200 ucx_perftest -p "$port" -x "$tl" -d rxe0:1 \
+        >"$log.server" 2>&1 &
+    local srv=$!
+    # ucx_perftest would take a test connection for its client: the socket
+    # table on rxevm2 says when it listens
+    WAIT_LISTEN_REMOTE=rxevm-remote wait_listen "$port" "$srv" 60
+    t0=$(now)
+    timeout 150 ucx_perftest -p "$port" "$PEER" -x "$tl" -d rxe0:1 "$@" \
+        >"$log" 2>&1
+    rc=$?
+    t1=$(now)
+    kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
+    local secs
+    secs=$(awk -v a="$t1" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')
+    if [ "$rc" = 0 ] && grep -q '^Final:' "$log"; then
+        result "$tl" "$fault" "$name" completed "$(awk '/^Final:/ { printf "%.1f MB/s", $(NF-2) }' "$log") (no data check)" "$secs"
+    elif [ "$rc" = 124 ]; then
+        result "$tl" "$fault" "$name" TIMEOUT "no end within 150 s" "$secs"
+    else
+        result "$tl" "$fault" "$name" FAILED "rc $rc: $(grep -m1 -iE 'error|fail' "$log" | cut -c1-80)" "$secs"
+    fi
+}
+
+inside_netem() {
+    local fault tl
+    for fault in "$@"; do
+        # shellcheck disable=SC2086  # the spec is words
+        if [ -n "${NETEM[$fault]}" ]; then rxevm-netem ${NETEM[$fault]}
+        else rxevm-netem off; fi
+        echo "wire: --- fault $fault: netem '${NETEM[$fault]:-none}' on both sides (emulated) ---"
+        for tl in $TRANSPORTS; do
+            selected "$tl/$fault" || continue
+            wire_cell "$tl" "$fault" "-n ${ITERS:-24}"
+            [ "${CI:-0}" = 1 ] && continue
+            perf_cell "$tl" "$fault" uct_put -t put_bw -D zcopy -s 65536 -n 50
+            perf_cell "$tl" "$fault" uct_get -t get -D zcopy -s 65536 -n 50
+            perf_cell "$tl" "$fault" uct_am -t am_bw -D bcopy -s 4096 -n 200
+        done
+    done
+    rxevm-netem off
+}
+
+link_blip() {
+    rxevm-link blip "$1"
+}
+
+inside_link() {
+    local secs tl fault
+    for secs in "$@"; do
+        fault=linkdown${secs}s
+        echo "wire: --- fault $fault: the cable pulled at both NICs for ${secs} s (emulated: qemu set_link) ---"
+        for tl in $TRANSPORTS; do
+            selected "$tl/$fault" || continue
+            # recovers: runs on past the outage; fails: ends at the error
+            WATCH=$((secs + 100)) wire_cell "$tl" "$fault" "-t $((secs + 25))" link_blip "$secs"
+            sleep 2
+        done
+    done
+}
+
+# The survivor of a host whose qemu is killed: per transport one client
+# that keeps writes in flight (busy: put + flush) and one that waits for a
+# message with nothing in flight (idle), all at once (servers on rxevm2);
+# rxevm2 is killed 8 s in.
+inside_kill() {
+    local tl m
+    echo "wire: --- fault hostkilled: rxevm2's qemu killed with SIGKILL (emulated host loss) ---"
+    for tl in $TRANSPORTS; do
+        for m in busy idle; do
+            selected "$tl/hostkilled-$m" || continue
+            WATCH=150 FAULT_AT=$OUT/kill_at MODE=$([ $m = busy ] && echo put || echo idle) \
+                wire_cell "$tl" "hostkilled-$m" "-t 200" &
+            PORT=$((PORT + 1))  # the cell counts in its own subshell
+            sleep 0.5
+        done
+    done
+    # rc_gdr idle once more with UCP's keepalive every 4 s instead of 20
+    if selected "rc_gdr/hostkilled-idle-ka4s"; then
+        UCX_KEEPALIVE_INTERVAL=4s WATCH=150 FAULT_AT=$OUT/kill_at MODE=idle \
+            wire_cell rc_gdr hostkilled-idle-ka4s "-t 200" &
+    fi
+    # the fault time: when the host has confirmed the kill (the request
+    # itself can wait on a loaded host)
+    sleep 8; rxevm-kill-host 2; now >"$OUT/kill_at"
+    wait
+}
+
+selected() {
+    [ -z "${ONLY:-}" ] || [[ $1 =~ $ONLY ]]
+}
+
+inside_main() {
+    local what=$1; shift
+    inside_setup
+    echo "wire: on $(hostname), peer $PEER ($(uname -r)); everything below is emulated: two qemu guests, soft-RoCE, netem"
+    case $what in
+    netem) inside_netem "$@" ;;
+    link)  inside_link "$@" ;;
+    kill)  inside_kill ;;
+    esac
+}
+
+# ----------------------------------------------------------------- host side
+
+print_table() {
+    local tsv=$1
+    echo
+    echo "transport x fault (EMULATED: two qemu guests with soft-RoCE on a virtual link; faults by netem/qemu)"
+    awk -F'\t' '{ printf "| %-8s | %-10s | %-10s | %-9s | %-60s | %6s |\n", $1, $2, $3, $4, $5, $6 }' "$tsv"
+}
+
+host_main() {
+    local out="" ci=0 only="" rc=0 t0 t1 fails
+    while [ $# -gt 0 ]; do
+        case $1 in
+        --ci)   ci=1 ;;
+        --out)  out=$2; shift ;;
+        --only) only=$2; shift ;;
+        *) echo "usage: test/wire/run.sh [--ci] [--out DIR] [--only REGEX]" >&2; exit 2 ;;
+        esac
+        shift
+    done
+    out=${out:-doc/results/wire-$(date +%Y%m%d-%H%M)}
+    mkdir -p "$out"; out=$(realpath "$out")
+    : >"$out/results.tsv"
+    export OUT=$out CI=$ci ONLY=$only
+    t0=$(date +%s)
+    local netem=$NETEM_FAULTS links="2 60"
+    if [ "$ci" = 1 ]; then netem=$CI_NETEM_FAULTS links=2; fi
+    # one boot for the netem and link faults, one for the host kill
+    # shellcheck disable=SC2086
+    nice contrib/rxe-vm.sh --hosts 2 --rw "$out" --timeout 3000 -- \
+        test/wire/run.sh --inside netem $netem 2>&1 | tee "$out/netem.out.txt"
+    # shellcheck disable=SC2086
+    nice contrib/rxe-vm.sh --hosts 2 --rw "$out" --timeout 900 -- \
+        test/wire/run.sh --inside link $links 2>&1 | tee "$out/link.out.txt"
+    nice contrib/rxe-vm.sh --hosts 2 --rw "$out" --timeout 600 -- \
+        test/wire/run.sh --inside kill 2>&1 | tee "$out/kill.out.txt"
+    t1=$(date +%s)
+    print_table "$out/results.tsv" | tee "$out/table.txt"
+    echo "wall time: $((t1 - t0)) s" | tee -a "$out/table.txt"
+    # What must hold: no byte differs anywhere; for rc_gdr (rc_verbs is the
+    # reference, reported as it behaves) every netem cell and the 2 s outage
+    # complete byte-exact, the 60 s outage and the host kill are reported
+    # (an error, not a hang) within the bounds below.
+    fails=$(awk -F'\t' '
+        $4 == "BAD-BYTES" || $4 == "FAILED" { print; next }
+        $1 != "rc_gdr" || $3 != "wire_check" { next }
+        $2 !~ /^(linkdown60s|hostkilled)/ && $4 != "completed" { print; next }
+        $2 ~ /^(linkdown60s|hostkilled)/ && $4 != "error" { print }
+    ' "$out/results.tsv")
+    # rc_gdr's bounds (README, "Failure detection"): FAILURE_TIMEOUT (8 s)
+    # with requests in flight, UCP's KEEPALIVE_INTERVAL (20 s) more with
+    # none; 2 s of slack for the emulator
+    fails=$(printf '%s\n' "$fails"; awk -F'\t' '
+        BEGIN { b["hostkilled-busy"] = 10; b["hostkilled-idle"] = 30
+                b["hostkilled-idle-ka4s"] = 14; b["linkdown60s"] = 30 }
+        $1 == "rc_gdr" && $3 == "wire_check" && ($2 in b) &&
+        ($4 != "error" || $6 + 0 > b[$2]) { print $0 "\t(bound " b[$2] " s)" }
+    ' "$out/results.tsv")
+    fails=$(sed '/^$/d' <<<"$fails")
+    if [ -n "$fails" ]; then
+        echo "wire: cells that did not hold:"; echo "$fails" | sed 's/^/    /'
+        rc=1
+    fi
+    return $rc
+}
+
+if [ "${1:-}" = --inside ]; then
+    shift; inside_main "$@"
+else
+    host_main "$@"
+fi
