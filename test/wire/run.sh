@@ -196,7 +196,7 @@ inside_link() {
 # The survivor of a host whose qemu is killed: per transport one client
 # that keeps writes in flight (busy: put + flush) and one that waits for a
 # message with nothing in flight (idle), all at once (servers on rxevm2);
-# rxevm2 is killed 8 s in.
+# rxevm2 is killed 12 s in.
 inside_kill() {
     local tl m
     echo "wire: --- fault hostkilled: rxevm2's qemu killed with SIGKILL (emulated host loss) ---"
@@ -216,7 +216,8 @@ inside_kill() {
     fi
     # the fault time: when the host has confirmed the kill (the request
     # itself can wait on a loaded host)
-    sleep 8; rxevm-kill-host 2; now >"$OUT/kill_at"
+    # (12 s: every client past its set-up on a loaded host)
+    sleep 12; rxevm-kill-host 2; now >"$OUT/kill_at"
     wait
 }
 

@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -270,6 +271,16 @@ static void *req_param_op(int op, void *buf, size_t size, uint64_t raddr,
 }
 
 
+/* The exchange fails instead of hanging when the peer host is gone. */
+static void sock_timeout(int fd)
+{
+    struct timeval tv = {.tv_sec = 60};
+
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+
 static int tcp_connect(const char *host, int port)
 {
     struct addrinfo hints = {0}, *res;
@@ -288,6 +299,7 @@ static int tcp_connect(const char *host, int port)
         fd = socket(AF_INET, SOCK_STREAM, 0);
         if (connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
             freeaddrinfo(res);
+            sock_timeout(fd);
             return fd;
         }
         close(fd);
@@ -315,6 +327,9 @@ static int tcp_accept(int port)
     }
     fd = accept(lfd, NULL, NULL);
     close(lfd);
+    if (fd >= 0) {
+        sock_timeout(fd);
+    }
     return fd;
 }
 
