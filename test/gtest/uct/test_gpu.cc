@@ -648,57 +648,50 @@ protected:
          * serves it unless told otherwise (gdr_lane_by_dmabuf takes it) */
         nic_spec_set("dmabuf:off");
     }
+
+    /* One registration of GPU memory on a, by DMA-BUF or by peermem as
+     * named, none by the other mechanism or the bounce lane */
+    void expect_one_gpu_registration_by(bool dmabuf)
+    {
+        uct_test_md_stats_t before, after;
+        unsigned long d_dmabuf, d_peermem, d_bounce;
+        gpu_region *region;
+        void *gpu_buf = gpu_alloc(SIZE);
+
+        before = uct_test_md_stats(a->md);
+        ASSERT_EQ(UCS_OK, region_reg(a, b, gpu_buf, SIZE, &region));
+        after     = uct_test_md_stats(a->md);
+        d_dmabuf  = after.dmabuf_regs - before.dmabuf_regs;
+        d_peermem = after.peermem_regs - before.peermem_regs;
+        d_bounce  = after.bounce_regs - before.bounce_regs;
+        UCT_TEST_EXPECT((d_dmabuf == (dmabuf ? 1u : 0u)) &&
+                        (d_peermem == (dmabuf ? 0u : 1u)) && (d_bounce == 0),
+                        "one GPU registration by %s, none by the others "
+                        "(dmabuf %lu, peermem %lu, bounce %lu)",
+                        dmabuf ? "dmabuf" : "peermem", d_dmabuf, d_peermem,
+                        d_bounce);
+    }
 };
 
 /* rxe refuses DMA-BUF, a test registration proves peermem: GPU memory is
  * registered by peermem, the GDR lane */
 TEST_F(gpu_emulated, gdr_lane_by_peermem)
 {
-    uct_test_md_stats_t before, after;
-    gpu_region *region;
-    void *gpu_buf;
-
     gpu_pair_open();
-    gpu_buf = gpu_alloc(SIZE);
-    before  = uct_test_md_stats(a->md);
-    ASSERT_EQ(UCS_OK, region_reg(a, b, gpu_buf, SIZE, &region));
-    after   = uct_test_md_stats(a->md);
-    UCT_TEST_EXPECT((after.peermem_regs - before.peermem_regs == 1) &&
-                    (after.dmabuf_regs == before.dmabuf_regs) &&
-                    (after.bounce_regs == before.bounce_regs),
-                    "one GPU registration by peermem, none by dmabuf or "
-                    "bounce (peermem %lu, dmabuf %lu, bounce %lu)",
-                    (unsigned long)(after.peermem_regs - before.peermem_regs),
-                    (unsigned long)(after.dmabuf_regs - before.dmabuf_regs),
-                    (unsigned long)(after.bounce_regs - before.bounce_regs));
+    expect_one_gpu_registration_by(false);
 }
 
 /* A NIC that serves DMA-BUF (the stand-in NIC: the fd the driver exported,
  * reached through the driver): GPU memory is registered by DMA-BUF, the
- * preferred mechanism, and moves byte-exact on the GDR lane */
+ * preferred mechanism, the GDR lane */
 TEST_F(gpu_emulated, gdr_lane_by_dmabuf)
 {
-    uct_test_md_stats_t before, after;
-    gpu_region *region;
-    void *gpu_buf;
-
     if (!nic_spec_set("dmabuf:on")) {
         GTEST_SKIP() << "needs a NIC with DMA-BUF: the stand-in NIC"
                         " (test/tnic); rxe has none";
     }
     gpu_pair_open();
-    gpu_buf = gpu_alloc(SIZE);
-    before  = uct_test_md_stats(a->md);
-    ASSERT_EQ(UCS_OK, region_reg(a, b, gpu_buf, SIZE, &region));
-    after   = uct_test_md_stats(a->md);
-    UCT_TEST_EXPECT((after.dmabuf_regs - before.dmabuf_regs == 1) &&
-                    (after.peermem_regs == before.peermem_regs) &&
-                    (after.bounce_regs == before.bounce_regs),
-                    "one GPU registration by dmabuf, none by peermem or "
-                    "bounce (dmabuf %lu, peermem %lu, bounce %lu)",
-                    (unsigned long)(after.dmabuf_regs - before.dmabuf_regs),
-                    (unsigned long)(after.peermem_regs - before.peermem_regs),
-                    (unsigned long)(after.bounce_regs - before.bounce_regs));
+    expect_one_gpu_registration_by(true);
 }
 
 /* A CUDA build of UCX: UCP with cuda_copy among its transports for its own
