@@ -65,9 +65,13 @@ with_emulated_gpu() {
     ( . contrib/env.sh --emulated-gpu "$B" && "$@" )
 }
 
-# The stand-in's own suite (test/gtest/tnic), one result per test
+# The stand-in's own suite (test/gtest/tnic), one result per test; its
+# CUDA memory tests over the stand-in CUDA driver (EMULATED GPU; tier 3
+# runs them on a real GPU: test/gpu/run_tnic_gpu.sh)
 run_tnic_suite() {
-    GT=$B/test/gtest/tnic/gtest_tnic run_suite -- '*'
+    GT=$B/test/gtest/tnic/gtest_tnic run_suite -- '*:-tnic_cuda.*'
+    GT=$B/test/gtest/tnic/gtest_tnic run_suite with_emulated_gpu -- \
+        'tnic_cuda.*'
 }
 
 test_ucx_info_devices() {
@@ -92,7 +96,7 @@ run_suite env RC_GDR_CUDA_LIBRARY=/nonexistent/libcuda.so.1 -- \
     'memtypes.host_only_without_cuda_driver'
 run_suite with_emulated_gpu -- 'memtypes.cuda_with_cuda_driver'
 run_suite with_emulated_gpu -- \
-    'gpu.*:gpu_emulated.gdr_lane_by_peermem:gpu_emulated.ucp_put_get_beside_cuda_copy:gpu_lanes.*'
+    'gpu.*:gpu_emulated.gdr_lane_by_peermem:gpu_emulated.gdr_lane_by_dmabuf:gpu_emulated.ucp_put_get_beside_cuda_copy:gpu_lanes.*'
 run_suite with_emulated_gpu env RC_GDR_FAKE_CUDA_WRITES_ORDERING=0 -- \
     'gpu_flush.read_once_for_ordering_none:gpu_flush.never_means_no_read'
 run_suite with_emulated_gpu env RC_GDR_FAKE_CUDA_WRITES_ORDERING=100 -- \
