@@ -72,15 +72,22 @@ typedef struct tnic_peer_map {
 
 typedef struct tnic_backlog_entry {
     struct tnic_backlog_entry *next;
-    uint32_t                  dst_slot;
     tnic_msg_hdr_t            hdr;
     uint8_t                   data[];
 } tnic_backlog_entry_t;
 
+/* The cells waiting for one destination's ring, oldest first: a flush
+ * stops at the first that does not fit, so a large message held back costs
+ * each later cell O(1), not a walk of all before it */
+typedef struct tnic_backlog {
+    tnic_backlog_entry_t *head;
+    tnic_backlog_entry_t *tail;
+    unsigned             count;
+} tnic_backlog_t;
+
 static tnic_peer_map_t      tnic_peers[TNIC_MAX_SLOTS + 1];
-static tnic_backlog_entry_t *tnic_backlog_head;
-static tnic_backlog_entry_t *tnic_backlog_tail;
-static unsigned             tnic_backlog_count[TNIC_MAX_SLOTS + 1];
+static tnic_backlog_t       tnic_backlogs[TNIC_MAX_SLOTS + 1];
+static unsigned             tnic_backlog_total; /* cells, all destinations */
 static char                 tnic_fabric_name[128];
 static pid_t                tnic_fabric_owner; /* who unlinks at exit */
 
@@ -306,8 +313,8 @@ void tnic_fabric_fork_child(void)
     for (i = 0; i <= TNIC_MAX_SLOTS; ++i) {
         tnic_peers[i].inbox = NULL;
     }
-    tnic_backlog_head = tnic_backlog_tail = NULL;
-    memset(tnic_backlog_count, 0, sizeof(tnic_backlog_count));
+    memset(tnic_backlogs, 0, sizeof(tnic_backlogs));
+    tnic_backlog_total = 0;
 }
 
 static tnic_inbox_t *tnic_fabric_peer_inbox(uint32_t slot)
@@ -395,62 +402,65 @@ static int tnic_fabric_backlog_add(uint32_t dst_slot,
                                    const tnic_msg_hdr_t *hdr,
                                    const void *data)
 {
+    tnic_backlog_t *bl = &tnic_backlogs[dst_slot];
     tnic_backlog_entry_t *e;
 
     e = malloc(sizeof(*e) + hdr->len);
     if (e == NULL) {
         return ENOMEM;
     }
-    e->next     = NULL;
-    e->dst_slot = dst_slot;
-    e->hdr      = *hdr;
+    e->next = NULL;
+    e->hdr  = *hdr;
     memcpy(e->data, data, hdr->len);
-    if (tnic_backlog_tail == NULL) {
-        tnic_backlog_head = e;
+    if (bl->tail == NULL) {
+        bl->head = e;
     } else {
-        tnic_backlog_tail->next = e;
+        bl->tail->next = e;
     }
-    tnic_backlog_tail = e;
-    ++tnic_backlog_count[dst_slot];
+    bl->tail = e;
+    ++bl->count;
+    __atomic_add_fetch(&tnic_backlog_total, 1, __ATOMIC_RELAXED);
     return 0;
 }
 
-/* FIFO per destination: a peer whose ring is full holds back only what
- * goes to it; what goes to a dead peer is lost, as on a wire */
-int tnic_fabric_flush_backlog(void)
+/* Moves one destination's held cells into its ring while they fit; what
+ * goes to a dead peer is lost, as on a wire */
+static void tnic_fabric_flush_slot(uint32_t slot)
 {
-    uint64_t blocked[(TNIC_MAX_SLOTS + 64) / 64] = {0};
-    tnic_backlog_entry_t *e, **pp, *prev = NULL;
-    tnic_inbox_t *inbox;
-    uint32_t slot;
-    int n = 0;
+    tnic_backlog_t *bl = &tnic_backlogs[slot];
+    tnic_inbox_t *inbox = tnic_fabric_peer_inbox(slot);
+    tnic_backlog_entry_t *e;
 
-    pp = &tnic_backlog_head;
-    while ((e = *pp) != NULL) {
-        slot = e->dst_slot;
-        if (blocked[slot / 64] & (1ull << (slot % 64))) {
-            prev = e;
-            pp   = &e->next;
-            continue;
-        }
-        inbox = tnic_fabric_peer_inbox(slot);
+    while ((e = bl->head) != NULL) {
         if ((inbox != NULL) &&
             (tnic_fabric_enqueue(inbox, &e->hdr, e->data) == EAGAIN) &&
             tnic_fabric_peer_alive(slot)) {
-            blocked[slot / 64] |= 1ull << (slot % 64);
-            prev = e;
-            pp   = &e->next;
-            continue;
+            return;     /* full: the rest waits behind it, in order */
         }
-        *pp = e->next;
-        if (tnic_backlog_tail == e) {
-            tnic_backlog_tail = prev;
+        bl->head = e->next;
+        if (bl->head == NULL) {
+            bl->tail = NULL;
         }
-        --tnic_backlog_count[slot];
+        --bl->count;
+        __atomic_sub_fetch(&tnic_backlog_total, 1, __ATOMIC_RELAXED);
         free(e);
-        ++n;
     }
-    return n;
+}
+
+/* FIFO per destination: a peer whose ring is full holds back only what
+ * goes to it */
+int tnic_fabric_flush_backlog(void)
+{
+    uint32_t slot;
+    unsigned before = tnic_backlog_total;
+
+    for (slot = 1; (slot <= TNIC_MAX_SLOTS) && (tnic_backlog_total > 0);
+         ++slot) {
+        if (tnic_backlogs[slot].count > 0) {
+            tnic_fabric_flush_slot(slot);
+        }
+    }
+    return before - tnic_backlog_total;
 }
 
 int tnic_fabric_send(uint32_t dst_slot, const tnic_msg_hdr_t *hdr,
@@ -464,9 +474,9 @@ int tnic_fabric_send(uint32_t dst_slot, const tnic_msg_hdr_t *hdr,
     if (tnic_fault_drop(dst_slot, hdr->src_lid, hdr->dst_lid)) {
         return 0;
     }
-    if (tnic_backlog_count[dst_slot] > 0) {
-        tnic_fabric_flush_backlog();
-        if (tnic_backlog_count[dst_slot] > 0) {
+    if (tnic_backlogs[dst_slot].count > 0) {
+        tnic_fabric_flush_slot(dst_slot);
+        if (tnic_backlogs[dst_slot].count > 0) {
             return tnic_fabric_backlog_add(dst_slot, hdr, data);
         }
     }
@@ -559,5 +569,5 @@ void tnic_fabric_wait(uint64_t timeout_ns)
 /* a hint without the lock (the device thread looks before it locks) */
 int tnic_fabric_backlog_pending(void)
 {
-    return __atomic_load_n(&tnic_backlog_head, __ATOMIC_RELAXED) != NULL;
+    return __atomic_load_n(&tnic_backlog_total, __ATOMIC_RELAXED) != 0;
 }
