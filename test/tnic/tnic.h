@@ -53,7 +53,12 @@ enum {
     TNIC_MSG_ACK,          /* a request message executed */
     TNIC_MSG_NAK,          /* refused: status says why (RNR included) */
     TNIC_MSG_READ_RESP,    /* read response segment */
-    TNIC_MSG_ATOMIC_RESP   /* the original value at the target */
+    TNIC_MSG_ATOMIC_RESP,  /* the original value at the target */
+    TNIC_MSG_LOST          /* not a packet: the request reached no QP that
+                              takes it (destroyed, not connected, in
+                              error), where a fabric answers with silence;
+                              it lets the requester's transport timer count
+                              the try as lost */
 };
 
 enum {
@@ -215,6 +220,7 @@ typedef struct tnic_send_wqe {
     /* transport timer */
     uint64_t            deadline_ns;
     unsigned            retries;
+    int                 lost;          /* TNIC_MSG_LOST came for this try */
     int                 forced_status; /* the wc_error fault, -1 = none */
     uint8_t             *inline_data;  /* IBV_SEND_INLINE copy */
 } tnic_send_wqe_t;

@@ -484,6 +484,7 @@ static void tnic_rc_transmit(tnic_qp_t *qp, tnic_send_wqe_t *wqe)
     }
 
     wqe->state       = TNIC_WQE_SENT;
+    wqe->lost        = 0;
     wqe->deadline_ns = tnic_time_ns() + tnic_qp_timeout_ns(qp);
     tnic_msg_init(qp, wqe, &hdr);
     if (writes_local) {
@@ -591,6 +592,9 @@ static void tnic_requester_recv(tnic_qp_t *qp, const tnic_msg_hdr_t *hdr,
                                (void*)&hdr->compare_add, 8, 1);
         tnic_wqe_done(qp, wqe, status);
         break;
+    case TNIC_MSG_LOST:
+        wqe->lost = 1;   /* the timer counts this try when it expires */
+        break;
     case TNIC_MSG_NAK:
         if (hdr->status != TNIC_NAK_RNR) {
             tnic_wqe_done(qp, wqe, hdr->status);
@@ -629,6 +633,24 @@ static void tnic_respond(tnic_qp_t *qp, const tnic_msg_hdr_t *req, int type,
     hdr->src_lid  = tnic_qp_lid(qp);
     hdr->dst_lid  = req->src_lid;
     tnic_send_to_peer(qp, req->src_slot, hdr, data);
+}
+
+/* What stands for the silence a fabric gives a request no QP takes */
+static void tnic_respond_lost(const tnic_msg_hdr_t *req)
+{
+    tnic_msg_hdr_t hdr;
+
+    memset(&hdr, 0, sizeof(hdr));
+    hdr.type     = TNIC_MSG_LOST;
+    hdr.opcode   = req->opcode;
+    hdr.src_slot = tnic_proc.slot;
+    hdr.src_qpn  = req->dst_qpn;
+    hdr.dst_qpn  = req->src_qpn;
+    hdr.psn      = req->psn;
+    hdr.epoch    = req->epoch;
+    hdr.src_lid  = req->dst_lid;
+    hdr.dst_lid  = req->src_lid;
+    tnic_fabric_send(req->src_slot, &hdr, NULL);
 }
 
 static void tnic_respond_simple(tnic_qp_t *qp, const tnic_msg_hdr_t *req,
@@ -727,7 +749,9 @@ static void tnic_responder_recv(tnic_qp_t *qp, const tnic_msg_hdr_t *hdr,
     if (((qp->attr.qp_state != IBV_QPS_RTR) &&
          (qp->attr.qp_state != IBV_QPS_RTS)) ||
         (hdr->src_qpn != qp->attr.dest_qp_num)) {
-        return;   /* dropped, as by a QP that is not connected to the sender */
+        /* dropped, as by a QP that is not connected to the sender */
+        tnic_respond_lost(hdr);
+        return;
     }
     if (qp->rx_dropping) {
         if (hdr->epoch == qp->rx_nak_epoch) {
@@ -956,7 +980,11 @@ int tnic_engine_progress(unsigned max_msgs)
         }
         qp = tnic_qp_lookup(hdr.dst_qpn);
         if (qp == NULL) {
-            continue;   /* no such QP: the packet is dropped */
+            /* no such QP: the packet is dropped */
+            if (hdr.type == TNIC_MSG_REQ) {
+                tnic_respond_lost(&hdr);
+            }
+            continue;
         }
         switch (hdr.type) {
         case TNIC_MSG_REQ:
@@ -1013,12 +1041,19 @@ void tnic_engine_timers(void)
         }
         wqe->deadline_ns = now + timeout;
         /* Nothing is lost on a live peer's ring: a timeout counts as a
-         * retry only when the peer is gone or cut off */
-        if (tnic_peer_reachable(qp)) {
+         * retry only when the peer is gone or cut off, or no QP there
+         * took the request */
+        if (tnic_peer_reachable(qp) && !wqe->lost) {
             continue;
         }
         if (++wqe->retries > qp->attr.retry_cnt) {
             tnic_wqe_done(qp, wqe, IBV_WC_RETRY_EXC_ERR);
+        } else if (wqe->lost) {
+            /* a NIC's retry: again from the oldest request nobody took
+             * (nothing after it was executed either) */
+            ++qp->epoch;
+            qp->sq_tx = qp->sq_head;
+            tnic_engine_sq_kick(qp);
         }
     }
 }

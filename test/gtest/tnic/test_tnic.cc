@@ -632,4 +632,26 @@ TEST_F(tnic, qp_error_fault_fatal_event_and_delay)
     ibv_ack_async_event(&ev);
 }
 
+/* A request to a QP destroyed in a live process reaches no QP: the fabric
+ * is silent, and the requester's transport timer ends it after retry_cnt
+ * retries, as a NIC's does */
+TEST_F(tnic, destroyed_remote_qp_retry_exceeded_within_bound)
+{
+    struct ibv_wc wc;
+
+    ASSERT_EQ(0, to_rts(a.qp, b.qp->qp_num, b.lid, 7, 12, 2));
+    ASSERT_EQ(0, to_rts(b.qp, a.qp->qp_num, a.lid, 7, 12, 2));
+    ASSERT_EQ(0, ibv_destroy_qp(b.qp));
+    b.qp = nullptr;
+    double t0 = now_s();
+    ASSERT_EQ(0, post(a, IBV_WR_RDMA_WRITE, 9, a.buf.data(), 64, a.mr->lkey,
+                      raddr(b), b.mr->rkey));
+    ASSERT_TRUE(wait_wc(a, &wc, 10)) << "no completion: the request hangs";
+    double took = now_s() - t0;
+    EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wc.status);
+    /* 3 tries of 4.096 us * 2^12 = 16.8 ms each */
+    EXPECT_GT(took, 0.045);
+    EXPECT_LT(took, 5.0);
+}
+
 } // namespace
