@@ -17,7 +17,8 @@
 #      as the time budget allows
 #   6  the stand-in NIC, native (test/tnic/run.sh): the guest tier's checks
 #      and the fault tests on a user-space RC device, no qemu; run early, as
-#      it is fast (RC_GDR_TNIC=0 leaves it out)
+#      it is fast (RC_GDR_TNIC=0 leaves it out); after tier 4, UCX's own UCT
+#      suites on it (contrib/conformance.sh --core --tnic)
 # and ends with one line "N passed, N failed, N skipped" totalled over the
 # tiers run.
 #
@@ -212,6 +213,16 @@ if [ "$RUN_VM" = 1 ] && [ "${RC_GDR_CONFORMANCE:-1}" = 1 ]; then
          "rc_gdr beside rc_verbs"
     contrib/conformance.sh --core --no-build 2>&1 | tee "$OUT/conformance"
     tally_counts "$OUT/conformance"
+    # the same suites natively on the stand-in NIC (tier 6), with the gtest
+    # binary tier 4 built
+    if [ "${RC_GDR_TNIC:-1}" = 1 ] &&
+       ! over_budget "tier 6: UCX's UCT suites on the stand-in NIC" 420; then
+        echo "== tier 6: conformance, UCX's UCT suites (CI subset) natively" \
+             "on the STAND-IN NIC, rc_gdr beside rc_verbs"
+        contrib/conformance.sh --core --tnic --no-build 2>&1 |
+            tee "$OUT/conformance-tnic"
+        tally_counts "$OUT/conformance-tnic"
+    fi
 fi
 
 # Tier 5: releases. 1.22.0 first: the full tiers run there.

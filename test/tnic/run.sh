@@ -11,9 +11,8 @@
 # suites (plain and with the stand-in CUDA driver), ucx_info, ucx_perftest
 # at UCT and UCP level between two processes, 2-rank Open MPI byte-exact,
 # the fault tests (test/gtest/uct/test_tnic_faults.cc); and, with
-# RC_GDR_TNIC_CONFORMANCE=1 (off by default: it builds UCX's gtest once,
-# and rc_verbs waits out the limit in UCX's peer-failure tests, whose
-# destroyed QP in a live process the stand-in never times out), UCX's own
+# RC_GDR_TNIC_CONFORMANCE=1 (off by default here: it builds UCX's gtest
+# once; contrib/test.sh runs them after tier 4, which built it), UCX's own
 # UCT suites on the stand-in (contrib/conformance.sh --tnic).
 # Prints one "PASS name (STAND-IN NIC)" / "FAIL ..." / "SKIP ...: why" line
 # per result, the output of a failed one, and "N passed, N failed,
@@ -141,7 +140,7 @@ if [ "${RC_GDR_TNIC_CONFORMANCE:-0}" = 1 ] && selected conformance; then
     fi
 else
     run_skip conformance "UCX's UCT suites on the stand-in run with\
- RC_GDR_TNIC_CONFORMANCE=1 (they build UCX's gtest once, long)"
+ RC_GDR_TNIC_CONFORMANCE=1, or after tier 4 in contrib/test.sh"
 fi
 
 echo "stand-in NIC tier: $((SECONDS - START_S)) s"

@@ -220,10 +220,12 @@ static void tnic_qp_flush(tnic_qp_t *qp)
 
 static void tnic_sq_complete(tnic_qp_t *qp);
 
+/* The device moves a QP to error; struct ibv_qp's state stays what the
+ * application last set with ibv_modify_qp, as with a real provider (only
+ * ibv_query_qp tells the device's state) */
 void tnic_engine_qp_error(tnic_qp_t *qp)
 {
     qp->attr.qp_state = IBV_QPS_ERR;
-    qp->qp.state      = IBV_QPS_ERR;
     tnic_qp_flush(qp);
     tnic_sq_complete(qp);
 }
@@ -262,7 +264,6 @@ static void tnic_sq_complete(tnic_qp_t *qp)
             (qp->attr.qp_state != IBV_QPS_ERR)) {
             /* the first error moves the QP to error: the rest flush */
             qp->attr.qp_state = IBV_QPS_ERR;
-            qp->qp.state      = IBV_QPS_ERR;
             tnic_qp_flush(qp);
         }
     }
