@@ -65,6 +65,17 @@ tally_plain() {
           "$(echo "$line" | awk '{print $3}')" 0
 }
 
+# Skips a step, counted, when it would end past the run's time budget
+over_budget() { # what [seconds it takes]
+    if [ $(( $(date +%s) - START_S + ${2:-0} )) -ge "$BUDGET_S" ]; then
+        echo "SKIP $1: ${2:+it takes about $2 s, which would end }past" \
+             "the run's time budget (RC_GDR_TIME_BUDGET_S=$BUDGET_S)"
+        tally 0 0 1
+        return 0
+    fi
+    return 1
+}
+
 # Reads "N passed, N failed, N skipped" from the last such line of a tier's
 # output; none at all (it crashed or hung) counts as one failure.
 tally_counts() {
@@ -244,15 +255,6 @@ for v in $MISSING; do
          "RC_GDR_RELEASES=\"$v\" makes it a failure)"
     tally 0 0 "$steps"
 done
-over_budget() { # what [seconds it takes]
-    if [ $(( $(date +%s) - START_S + ${2:-0} )) -ge "$BUDGET_S" ]; then
-        echo "SKIP $1: ${2:+it takes about $2 s, which would end }past" \
-             "the run's time budget (RC_GDR_TIME_BUDGET_S=$BUDGET_S)"
-        tally 0 0 1
-        return 0
-    fi
-    return 1
-}
 # One release's steps: the build, its unit tests, the host's loading checks
 # and the soft-RoCE guest (FILTER "" runs all of it), each skipped when it
 # would end past the budget. With --cuda, the CUDA-built UCX of that release
