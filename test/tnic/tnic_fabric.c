@@ -490,18 +490,26 @@ int tnic_fabric_send(uint32_t dst_slot, const tnic_msg_hdr_t *hdr,
     return 0;
 }
 
-int tnic_fabric_inbox_empty(void)
+/* The cell at the head of this process's inbox when a message is ready in
+ * it, else NULL */
+static tnic_cell_t *tnic_fabric_head_cell(void)
 {
     tnic_inbox_t *inbox = tnic_proc.inbox;
     tnic_cell_t *cell;
     uint64_t head;
 
     if (inbox == NULL) {
-        return 1;
+        return NULL;
     }
     head = inbox->head;
     cell = &inbox->cells[head % TNIC_RING_CELLS];
-    return __atomic_load_n(&cell->seq, __ATOMIC_ACQUIRE) != head + 1;
+    return (__atomic_load_n(&cell->seq, __ATOMIC_ACQUIRE) == head + 1) ?
+           cell : NULL;
+}
+
+int tnic_fabric_inbox_empty(void)
+{
+    return tnic_fabric_head_cell() == NULL;
 }
 
 /* 1 when a message was taken, 0 when the inbox is empty. Single consumer:
@@ -509,17 +517,13 @@ int tnic_fabric_inbox_empty(void)
 int tnic_fabric_recv(tnic_msg_hdr_t *hdr, void *data)
 {
     tnic_inbox_t *inbox = tnic_proc.inbox;
-    tnic_cell_t *cell;
+    tnic_cell_t *cell = tnic_fabric_head_cell();
     uint64_t head;
 
-    if (inbox == NULL) {
+    if (cell == NULL) {
         return 0;
     }
     head = inbox->head;
-    cell = &inbox->cells[head % TNIC_RING_CELLS];
-    if (__atomic_load_n(&cell->seq, __ATOMIC_ACQUIRE) != head + 1) {
-        return 0;
-    }
     *hdr = cell->hdr;
     if (hdr->len > TNIC_SEG_MAX) {
         hdr->len = TNIC_SEG_MAX;
