@@ -319,6 +319,7 @@ pid_t tnic_fabric_slot_pid(uint32_t slot);
 int tnic_fabric_inbox_empty(void);
 int tnic_fabric_backlog_pending(void);
 void tnic_fabric_polled(void);
+int tnic_fabric_abandon_cell(uint32_t slot);
 
 /* tnic_engine.c */
 int tnic_engine_post_send(tnic_qp_t *qp, struct ibv_send_wr *wr);

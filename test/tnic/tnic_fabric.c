@@ -9,7 +9,11 @@
  * - An inbox per process (/dev/shm/rc_gdr_tnic.<fabric>.<slot>): a bounded
  *   multi-producer ring of cells (Vyukov's sequence-numbered queue) that
  *   carries request segments, responses and ACK/NAKs. Only the owner
- *   consumes it; an idle owner sleeps on a futex in the ring.
+ *   consumes it; an idle owner sleeps on a futex in the ring. A producer
+ *   killed between claiming a cell and filling it would wedge the ring, as
+ *   a wire never does: each producer names itself in the inbox while it
+ *   writes, and the owner skips a cell that stays empty once every such
+ *   writer is dead.
  * - A backlog of cells that did not fit a full ring: no producer ever blocks
  *   on a peer (two devices feeding each other's full rings would otherwise
  *   deadlock); it is FIFO per destination, so a QP's order is kept and a
@@ -23,6 +27,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <linux/futex.h>
 #include <signal.h>
 #include <stdio.h>
@@ -62,6 +67,8 @@ typedef struct tnic_inbox {
     volatile uint32_t   futex __attribute__((aligned(64)));
     volatile uint32_t   sleeping;
     volatile uint64_t   polled_ns;   /* the owner's last ibv_poll_cq */
+    /* the pid of each slot's process while it writes a cell here */
+    volatile int32_t    writer[TNIC_MAX_SLOTS + 1];
     tnic_cell_t         cells[TNIC_RING_CELLS] __attribute__((aligned(64)));
 } tnic_inbox_t;
 
@@ -90,6 +97,10 @@ static tnic_backlog_t       tnic_backlogs[TNIC_MAX_SLOTS + 1];
 static unsigned             tnic_backlog_total; /* cells, all destinations */
 static char                 tnic_fabric_name[128];
 static pid_t                tnic_fabric_owner; /* who unlinks at exit */
+
+/* The owner's view of a head cell that stays claimed and empty */
+static uint64_t             tnic_stuck_head = UINT64_MAX;
+static uint64_t             tnic_stuck_since_ns;
 
 static tnic_registry_t *tnic_registry(void)
 {
@@ -361,8 +372,12 @@ static int tnic_fabric_enqueue(tnic_inbox_t *inbox, const tnic_msg_hdr_t *hdr,
                                const void *data)
 {
     tnic_cell_t *cell;
+    volatile int32_t *writer = &inbox->writer[tnic_proc.slot];
     uint64_t pos, seq;
 
+    /* before the claim: the owner must see a live writer of any claimed
+     * cell (one writer per process: callers hold tnic_proc.lock) */
+    __atomic_store_n(writer, tnic_proc.pid, __ATOMIC_SEQ_CST);
     pos = __atomic_load_n(&inbox->tail, __ATOMIC_RELAXED);
     for (;;) {
         cell = &inbox->cells[pos % TNIC_RING_CELLS];
@@ -374,6 +389,7 @@ static int tnic_fabric_enqueue(tnic_inbox_t *inbox, const tnic_msg_hdr_t *hdr,
                 break;
             }
         } else if (seq < pos) {
+            __atomic_store_n(writer, 0, __ATOMIC_RELEASE);
             return EAGAIN;
         } else {
             pos = __atomic_load_n(&inbox->tail, __ATOMIC_RELAXED);
@@ -385,6 +401,7 @@ static int tnic_fabric_enqueue(tnic_inbox_t *inbox, const tnic_msg_hdr_t *hdr,
         memcpy(cell->data, data, hdr->len);
     }
     __atomic_store_n(&cell->seq, pos + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(writer, 0, __ATOMIC_SEQ_CST);
 
     /* the owner's device thread may have gone to sleep: wake it (seq_cst
      * pairs with its store of 'sleeping' before it looks at the ring
@@ -507,6 +524,58 @@ static tnic_cell_t *tnic_fabric_head_cell(void)
            cell : NULL;
 }
 
+/* 1 when no live process is writing into this inbox (the caller saw the
+ * head cell claimed and still empty) */
+static int tnic_fabric_writers_dead(tnic_inbox_t *inbox)
+{
+    int32_t pid;
+    uint32_t i;
+
+    for (i = 1; i <= TNIC_MAX_SLOTS; ++i) {
+        pid = __atomic_load_n(&inbox->writer[i], __ATOMIC_SEQ_CST);
+        if ((pid != 0) && ((kill(pid, 0) == 0) || (errno == EPERM))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A head cell claimed (the tail is past it) and empty for 10 ms whose
+ * writer is dead is passed over, as a packet lost with its sender: the
+ * transports above retransmit. Single consumer: the caller holds
+ * tnic_proc.lock. */
+static void tnic_fabric_skip_abandoned(void)
+{
+    tnic_inbox_t *inbox = tnic_proc.inbox;
+    uint64_t head = inbox->head, now;
+    tnic_cell_t *cell;
+
+    if (__atomic_load_n(&inbox->tail, __ATOMIC_SEQ_CST) == head) {
+        return;     /* nothing claimed: empty */
+    }
+    now = tnic_time_ns();
+    if (tnic_stuck_head != head) {
+        tnic_stuck_head     = head;
+        tnic_stuck_since_ns = now;
+        return;
+    }
+    if ((now - tnic_stuck_since_ns < 10000000ull) ||
+        !tnic_fabric_writers_dead(inbox)) {
+        return;
+    }
+    /* a live writer clears its mark only after it fills the cell: look at
+     * the cell again after the marks */
+    cell = &inbox->cells[head % TNIC_RING_CELLS];
+    if (__atomic_load_n(&cell->seq, __ATOMIC_SEQ_CST) == head + 1) {
+        return;
+    }
+    TNIC_LOG("inbox cell %" PRIu64 " abandoned by a dead writer: skipped",
+             head);
+    __atomic_store_n(&cell->seq, head + TNIC_RING_CELLS, __ATOMIC_RELEASE);
+    inbox->head     = head + 1;
+    tnic_stuck_head = UINT64_MAX;
+}
+
 int tnic_fabric_inbox_empty(void)
 {
     return tnic_fabric_head_cell() == NULL;
@@ -521,6 +590,9 @@ int tnic_fabric_recv(tnic_msg_hdr_t *hdr, void *data)
     uint64_t head;
 
     if (cell == NULL) {
+        if (inbox != NULL) {
+            tnic_fabric_skip_abandoned();
+        }
         return 0;
     }
     head = inbox->head;
@@ -574,4 +646,34 @@ void tnic_fabric_wait(uint64_t timeout_ns)
 int tnic_fabric_backlog_pending(void)
 {
     return __atomic_load_n(&tnic_backlog_total, __ATOMIC_RELAXED) != 0;
+}
+
+/* Test API (tnic_test_inbox_abandon_cell): claims a cell in a slot's inbox
+ * and leaves it empty, with this process named as its writer, as a
+ * process killed between the claim and the fill leaves it. Under
+ * tnic_proc.lock. */
+int tnic_fabric_abandon_cell(uint32_t slot)
+{
+    tnic_inbox_t *inbox;
+    uint64_t pos;
+
+    if ((slot == 0) || (slot > TNIC_MAX_SLOTS) || (tnic_proc.slot == 0)) {
+        return EINVAL;
+    }
+    inbox = tnic_fabric_peer_inbox(slot);
+    if (inbox == NULL) {
+        return ENOENT;
+    }
+    __atomic_store_n(&inbox->writer[tnic_proc.slot], tnic_proc.pid,
+                     __ATOMIC_SEQ_CST);
+    pos = __atomic_load_n(&inbox->tail, __ATOMIC_RELAXED);
+    while (__atomic_load_n(&inbox->cells[pos % TNIC_RING_CELLS].seq,
+                           __ATOMIC_ACQUIRE) == pos) {
+        if (__atomic_compare_exchange_n(&inbox->tail, &pos, pos + 1, 0,
+                                        __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+            return 0;
+        }
+    }
+    __atomic_store_n(&inbox->writer[tnic_proc.slot], 0, __ATOMIC_SEQ_CST);
+    return EAGAIN;
 }

@@ -40,6 +40,11 @@ void tnic_test_counters(tnic_test_counters_t *counters);
 int tnic_test_fault_set(const char *spec);
 void tnic_test_fault_clear(void);
 
+/* Claims a cell in the inbox of the process that owns QP qpn and leaves
+ * it empty, as a process killed while writing it does (the owner must pass
+ * over it once this process is dead); EAGAIN when that inbox is full */
+int tnic_test_inbox_abandon_cell(uint32_t qpn);
+
 #ifdef __cplusplus
 }
 #endif

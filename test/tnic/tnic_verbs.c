@@ -2025,6 +2025,16 @@ int tnic_test_fault_set(const char *spec)
     return ret;
 }
 
+int tnic_test_inbox_abandon_cell(uint32_t qpn)
+{
+    int ret;
+
+    pthread_mutex_lock(&tnic_proc.lock);
+    ret = tnic_fabric_abandon_cell(qpn >> 16);
+    pthread_mutex_unlock(&tnic_proc.lock);
+    return ret;
+}
+
 void tnic_test_fault_clear(void)
 {
     pthread_mutex_lock(&tnic_proc.lock);

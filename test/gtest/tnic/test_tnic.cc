@@ -448,6 +448,43 @@ TEST_F(tnic, peer_killed_retry_exceeded_within_bound)
     close(to_parent[0]); close(to_parent[1]);
 }
 
+/* A process killed between claiming a cell of this process's inbox and
+ * filling it (a SIGKILL mid-send) must not wedge the inbox: what comes
+ * after still arrives, as on a wire a dead sender loses only its own */
+TEST_F(tnic, writer_killed_mid_cell_does_not_wedge_inbox)
+{
+    int to_parent[2], ret = -1;
+    struct ibv_wc wc;
+
+    connect();
+    ASSERT_EQ(0, pipe(to_parent));
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        node c;
+        int ndev;
+        struct ibv_device **list = ibv_get_device_list(&ndev);
+        open_node(c, list[1]);   /* joins the fabric: a slot of its own */
+        ret = tnic_sym<int (*)(uint32_t)>("tnic_test_inbox_abandon_cell")(
+                  a.qp->qp_num);
+        if (write(to_parent[1], &ret, sizeof(ret)) < 0) _exit(1);
+        raise(SIGKILL);
+    }
+    ASSERT_EQ((ssize_t)sizeof(ret), read(to_parent[0], &ret, sizeof(ret)));
+    waitpid(pid, nullptr, 0);
+    close(to_parent[0]);
+    close(to_parent[1]);
+    ASSERT_EQ(0, ret) << "tnic_test_inbox_abandon_cell: " << strerror(ret);
+
+    memset(a.buf.data(), 0x5a, 4096);
+    ASSERT_EQ(0, post(a, IBV_WR_RDMA_WRITE, 1, a.buf.data(), 4096,
+                      a.mr->lkey, (uintptr_t)b.buf.data(), b.mr->rkey));
+    ASSERT_TRUE(wait_wc(a, &wc, 10)) << "no completion in 10 s: the inbox "
+                                        "is wedged behind the dead cell";
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(0, memcmp(a.buf.data(), b.buf.data(), 4096));
+}
+
 TEST_F(tnic, counters_follow_objects)
 {
     tnic_test_counters_t c0, c1;
