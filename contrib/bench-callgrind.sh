@@ -34,7 +34,7 @@ usage() {
 Usage: contrib/bench-callgrind.sh [options]
   --iters N1,N2     the two iteration counts (200,400)
   --cases LIST      comma-separated, from: put_zcopy get_zcopy am_short
-                    am_bcopy (all)
+                    am_bcopy put_short (all)
   --tls LIST        comma-separated transports (rc_verbs,rc_gdr); the table
                     needs both
   --size BYTES      message size of every case (default: 8, get_zcopy 128:
@@ -45,20 +45,24 @@ Usage: contrib/bench-callgrind.sh [options]
   --keep DIR        keep the callgrind output files in DIR (a host directory,
                     shared writable with the guest)
   --inside          run here, in an rxe guest (no rxe-vm.sh of our own)
+  --tnic            run here, natively, on the project's stand-in NIC
+                    (test/tnic; its ibv_post_send is counted in both
+                    transports' figures, as rxe's provider is in the guest)
   -h, --help        this text
 Environment: RC_GDR_BUILD (build), as for contrib/env.sh.
 EOF
 }
 
-CASE_NAMES=(put_zcopy get_zcopy am_short am_bcopy)
+CASE_NAMES=(put_zcopy get_zcopy am_short am_bcopy put_short)
 declare -A CASE_ARGS=(
     [put_zcopy]="-t put_bw -D zcopy"
     [get_zcopy]="-t get -D zcopy"
     [am_short]="-t am_bw -D short"
     [am_bcopy]="-t am_bw -D bcopy"
+    [put_short]="-t put_bw -D short"
 )
 declare -A CASE_SIZE=(
-    [put_zcopy]=8 [get_zcopy]=128 [am_short]=8 [am_bcopy]=8
+    [put_zcopy]=8 [get_zcopy]=128 [am_short]=8 [am_bcopy]=8 [put_short]=8
 )
 # The function each case's operation enters, per transport
 declare -A OP_FUNC=(
@@ -66,10 +70,12 @@ declare -A OP_FUNC=(
     [rc_verbs.get_zcopy]=uct_rc_verbs_ep_get_zcopy
     [rc_verbs.am_short]=uct_rc_verbs_ep_am_short
     [rc_verbs.am_bcopy]=uct_rc_verbs_ep_am_bcopy
+    [rc_verbs.put_short]=uct_rc_verbs_ep_put_short
     [rc_gdr.put_zcopy]=uct_rc_gdr_ep_put_zcopy
     [rc_gdr.get_zcopy]=uct_rc_gdr_ep_get_zcopy
     [rc_gdr.am_short]=uct_rc_gdr_ep_am_short
     [rc_gdr.am_bcopy]=uct_rc_gdr_ep_am_bcopy
+    [rc_gdr.put_short]=uct_rc_gdr_ep_put_short
 )
 # The progress function each transport registers with the worker is found
 # in the guest by contrib/bench/callgrind-progress.c (rc_verbs' is static, and
@@ -80,6 +86,7 @@ KNOWN_TLS=" rc_verbs rc_gdr "
 DEVICE=rxe1:1      # the server follows the client's -d: rxe1 loopback
 
 N1=200 N2=400 SIZE="" RUN_TIMEOUT=600 PORT=23500 VM_TIMEOUT="" INSIDE=0 KEEP=""
+TNIC=0
 CASES=("${CASE_NAMES[@]}")
 ARGS=("$@")        # passed on unchanged to the guest
 
@@ -132,6 +139,7 @@ parse_args() {
             fi
             KEEP=$(realpath "$2"); shift ;;
         --inside) INSIDE=1 ;;
+        --tnic)   INSIDE=1 TNIC=1 DEVICE=tnic1:1 ;;
         -h|--help) usage; exit 0 ;;
         *) bad_usage "unknown option '$1'" ;;
         esac
@@ -316,17 +324,27 @@ per_op() {
 
 run_inside() {
     local name tl iters v failed=0
-    [ -e /sys/class/infiniband/"${DEVICE%:*}" ] ||
-        die "no ${DEVICE%:*} here: run on the host (without --inside), or in contrib/rxe-vm.sh"
+    if [ "$TNIC" = 1 ]; then
+        # the stand-in's libibverbs.so.1 first, on a fabric of this run's
+        local tnic_lib=${RC_GDR_BUILD:-$ROOT/build}/test/tnic/lib
+        [ -f "$tnic_lib/libibverbs.so.1" ] ||
+            die "no stand-in NIC in $tnic_lib (make check TESTS= there)"
+        export LD_LIBRARY_PATH=$tnic_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+        export RC_GDR_TNIC_FABRIC=cg$$
+    else
+        [ -e /sys/class/infiniband/"${DEVICE%:*}" ] ||
+            die "no ${DEVICE%:*} here: run on the host (without --inside), or in contrib/rxe-vm.sh"
+    fi
     command -v ucx_perftest >/dev/null || die "ucx_perftest not found"
     command -v valgrind >/dev/null || die "valgrind not found"
     command -v callgrind_annotate >/dev/null || die "callgrind_annotate not found"
     WORK=$(mktemp -d)
-    trap 'rm -rf "$WORK"' EXIT
+    trap 'rm -rf "$WORK"; rm -f /dev/shm/rc_gdr_tnic.cg$$.*' EXIT
     setup_env
 
-    echo "== instructions per operation (callgrind), UCT ucx_perftest on $DEVICE"
-    echo "   guest kernel $(uname -r); UCX $(ucx_info -v 2>/dev/null |
+    echo "== instructions per operation (callgrind), UCT ucx_perftest on" \
+         "$DEVICE$( [ "$TNIC" = 0 ] || echo " (STAND-IN NIC, test/tnic)")"
+    echo "   kernel $(uname -r); UCX $(ucx_info -v 2>/dev/null |
           sed -n 's/^# Version //p' | head -n1); $(valgrind --version)"
     echo "   -s ${SIZE:-per case}, -n $N1 and $N2, -w 0; per op = (Ir(-n $N2) - Ir(-n $N1))" \
          "/ $(( N2 - N1 )), inclusive"
