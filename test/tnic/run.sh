@@ -10,8 +10,8 @@
 # are contrib/lib/): the stand-in's own suite, rc_gdr's UCT and UCP gtest
 # suites (plain and with the stand-in CUDA driver), ucx_info, ucx_perftest
 # at UCT and UCP level between two processes, 2-rank Open MPI byte-exact,
-# the fault tests (test/gtest/uct/test_tnic_faults.cc); and, with
-# RC_GDR_TNIC_CONFORMANCE=1 (off by default here: it builds UCX's gtest
+# the fault tests (test/gtest/uct/test_tnic_faults.cc, test_ucp_cut.cc);
+# and, with RC_GDR_TNIC_CONFORMANCE=1 (off by default here: it builds UCX's gtest
 # once; contrib/test.sh runs them after tier 4, which built it), UCX's own
 # UCT suites on the stand-in (contrib/conformance.sh --tnic).
 # Prints one "PASS name (STAND-IN NIC)" / "FAIL ..." / "SKIP ...: why" line
@@ -90,7 +90,7 @@ run_test ucx_info_lists_rc_gdr_rc_verbs_ud_verbs_on_tnic test_ucx_info_devices
 run_tnic_suite
 # rc_gdr's suites as the guest runs them (test/rxe/run.sh), and the faults
 run_suite -- 'data.*:bad_address.*:pending.*:fork.*:contract.*:contract_keep.*:release.*:peer_death.*:event.*:event_ucp.*:ucp_rndv.*:flush.*:callback_destroy.*'
-run_suite -- 'tnic_fault.*:tnic_fault_reg.*'
+run_suite -- 'tnic_fault.*:tnic_fault_reg.*:ucp_cut.*'
 run_suite env RC_GDR_CUDA_LIBRARY=/nonexistent/libcuda.so.1 -- \
     'memtypes.host_only_without_cuda_driver'
 run_suite with_emulated_gpu -- 'memtypes.cuda_with_cuda_driver'

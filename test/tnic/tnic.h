@@ -80,7 +80,8 @@ typedef struct tnic_msg_hdr {
     uint32_t    src_qpn;
     uint32_t    dst_qpn;
     uint32_t    psn;           /* message number within the initiator QP */
-    uint32_t    epoch;         /* bumped by each go-back after an RNR NAK */
+    uint32_t    epoch;         /* bumped by each go-back (an RNR NAK, the
+                                  transport timer) */
     uint32_t    status;        /* NAK: enum ibv_wc_status or TNIC_NAK_RNR */
     uint32_t    imm;
     uint32_t    rkey;
@@ -225,6 +226,13 @@ typedef struct tnic_send_wqe {
     uint8_t             *inline_data;  /* IBV_SEND_INLINE copy */
 } tnic_send_wqe_t;
 
+/* An atomic the responder executed: its result, for a repeat of it */
+typedef struct tnic_rx_atomic {
+    uint32_t            psn;
+    int                 valid;
+    uint64_t            value;
+} tnic_rx_atomic_t;
+
 typedef struct tnic_qp {
     struct ibv_qp       qp;
     tnic_context_t      *ctx;
@@ -251,8 +259,11 @@ typedef struct tnic_qp {
     int                 rx_dropping;
     uint32_t            rx_nak_epoch;
     int                 rx_active;  /* a multi-segment message is open */
+    uint32_t            rx_epoch;   /* the try it came with */
     tnic_recv_wqe_t     rx_wqe;
     int                 rx_has_wqe;
+    /* the last atomics executed, answered again to their repeats */
+    tnic_rx_atomic_t    rx_atomics[TNIC_MAX_RD_ATOM];
     tnic_mr_t           *rx_mr;
     uint32_t            rx_mr_key;
     struct tnic_qp      *next;      /* the process's QP list */
@@ -345,6 +356,8 @@ typedef struct tnic_fault {
     int                 drop_all;
     pid_t               drop_pid;
     int                 drop_lid;
+    unsigned            dup_pct;   /* RC requests delivered twice, % */
+    uint32_t            dup_seed;
 } tnic_fault_t;
 
 extern tnic_fault_t tnic_fault;
@@ -354,6 +367,7 @@ void tnic_fault_reset(void);
 /* the per-WR fault decisions: 0 = none */
 int tnic_fault_on_post(int *status_p, int *qp_error_p);
 int tnic_fault_drop(uint32_t slot, uint16_t src_lid, uint16_t dst_lid);
+int tnic_fault_dup(void);
 
 #define TNIC_LOG(_fmt, ...) \
     tnic_log(__FILE__, __LINE__, _fmt, ## __VA_ARGS__)

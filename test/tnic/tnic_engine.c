@@ -6,10 +6,14 @@
  * destination QP, split into segments of at most TNIC_SEG_MAX bytes. Its
  * completion is produced when the target's ACK or response arrives, in the
  * order of the send queue. A transport timer (the QP's timeout and
- * retry_cnt) bounds the wait when the peer is gone.
+ * retry_cnt) sends again what was not answered, as a NIC does, and bounds
+ * the wait when the peer is gone.
  * Responder: requests are executed against this process's memory only,
  * after the checks a responder makes (rkey, bounds, remote access, a posted
  * receive, its size); refusals go back as NAKs and move the QP to error.
+ * A request it already executed (a retry whose answer was lost, a
+ * duplicate) is answered again and not executed twice: sends and writes
+ * with an ACK, reads read again, atomics with the saved result.
  * An RNR NAK makes the requester go back to that message and resend after
  * the responder's min_rnr_timer, rnr_retry times (7 = forever).
  *
@@ -455,15 +459,17 @@ static void tnic_ud_transmit(tnic_qp_t *qp, tnic_send_wqe_t *wqe)
     tnic_wqe_done(qp, wqe, IBV_WC_SUCCESS);
 }
 
+static int tnic_rc_transmit_segments(tnic_qp_t *qp, tnic_send_wqe_t *wqe,
+                                     tnic_msg_hdr_t *hdr, uint32_t dst_slot);
+
 static void tnic_rc_transmit(tnic_qp_t *qp, tnic_send_wqe_t *wqe)
 {
     uint32_t dst_slot = qp->attr.dest_qp_num >> 16;
     int is_atomic = (wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP) ||
                     (wqe->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD);
     int writes_local = is_atomic || (wqe->opcode == IBV_WR_RDMA_READ);
-    uint64_t offset, len;
     tnic_msg_hdr_t hdr;
-    int i, status;
+    int i, copies;
 
     if (wqe->total_len > TNIC_MAX_MR_MSG) {
         tnic_wqe_done(qp, wqe, IBV_WC_LOC_LEN_ERR);
@@ -488,11 +494,29 @@ static void tnic_rc_transmit(tnic_qp_t *qp, tnic_send_wqe_t *wqe)
     wqe->lost        = 0;
     wqe->deadline_ns = tnic_time_ns() + tnic_qp_timeout_ns(qp);
     tnic_msg_init(qp, wqe, &hdr);
+    /* the dup fault: the fabric delivers the message twice */
+    copies = tnic_fault_dup() ? 2 : 1;
     if (writes_local) {
         hdr.flags |= TNIC_MSG_F_FIRST | TNIC_MSG_F_LAST;
-        tnic_send_to_peer(qp, dst_slot, &hdr, NULL);
+        for (i = 0; i < copies; ++i) {
+            tnic_send_to_peer(qp, dst_slot, &hdr, NULL);
+        }
         return;
     }
+
+    for (i = 0; (i < copies) &&
+                (tnic_rc_transmit_segments(qp, wqe, &hdr, dst_slot) == 0);
+         ++i) {
+    }
+}
+
+/* The segments of a message that carries data to the responder; -1 when
+ * the WR ended in an error instead */
+static int tnic_rc_transmit_segments(tnic_qp_t *qp, tnic_send_wqe_t *wqe,
+                                     tnic_msg_hdr_t *hdr, uint32_t dst_slot)
+{
+    uint64_t offset, len;
+    int status;
 
     offset = 0;
     do {
@@ -504,16 +528,17 @@ static void tnic_rc_transmit(tnic_qp_t *qp, tnic_send_wqe_t *wqe)
         if (status != IBV_WC_SUCCESS) {
             /* checked above; only a concurrent deregistration gets here */
             tnic_wqe_done(qp, wqe, status);
-            return;
+            return -1;
         }
-        hdr.offset = offset;
-        hdr.len    = len;
-        hdr.flags &= ~(TNIC_MSG_F_FIRST | TNIC_MSG_F_LAST);
-        hdr.flags |= (offset == 0) ? TNIC_MSG_F_FIRST : 0;
-        hdr.flags |= (offset + len == wqe->total_len) ? TNIC_MSG_F_LAST : 0;
-        tnic_send_to_peer(qp, dst_slot, &hdr, tnic_engine_buf);
+        hdr->offset = offset;
+        hdr->len    = len;
+        hdr->flags &= ~(TNIC_MSG_F_FIRST | TNIC_MSG_F_LAST);
+        hdr->flags |= (offset == 0) ? TNIC_MSG_F_FIRST : 0;
+        hdr->flags |= (offset + len == wqe->total_len) ? TNIC_MSG_F_LAST : 0;
+        tnic_send_to_peer(qp, dst_slot, hdr, tnic_engine_buf);
         offset += len;
     } while (offset < wqe->total_len);
+    return 0;
 }
 
 static int tnic_fence_blocks(tnic_qp_t *qp, uint32_t psn)
@@ -739,13 +764,84 @@ static void tnic_responder_recv_done(tnic_qp_t *qp, const tnic_msg_hdr_t *hdr,
     tnic_cq_push(qp->recv_cq, &wc, !!(hdr->flags & TNIC_MSG_F_SOLICITED));
 }
 
+/* An RDMA READ: the data, in segments; executed again for a repeat */
+static void tnic_responder_read(tnic_qp_t *qp, const tnic_msg_hdr_t *hdr)
+{
+    tnic_mr_t *mr = NULL;
+    uint64_t addr = 0, offset, len;
+    tnic_msg_hdr_t resp;
+
+    if ((hdr->total_len > 0) &&
+        ((mr = tnic_rkey_check(qp, hdr->rkey, hdr->raddr, hdr->total_len,
+                               IBV_ACCESS_REMOTE_READ, &addr)) == NULL)) {
+        tnic_responder_fail(qp, hdr, IBV_WC_REM_ACCESS_ERR,
+                            IBV_EVENT_QP_ACCESS_ERR);
+        return;
+    }
+    offset = 0;
+    do {
+        len = hdr->total_len - offset;
+        if (len > TNIC_SEG_MAX) {
+            len = TNIC_SEG_MAX;
+        }
+        if ((len > 0) &&
+            (mr->mem_ops->read(mr->mem_priv, addr + offset, tnic_engine_buf,
+                               len) != 0)) {
+            tnic_responder_fail(qp, hdr, IBV_WC_REM_ACCESS_ERR,
+                                IBV_EVENT_QP_ACCESS_ERR);
+            return;
+        }
+        memset(&resp, 0, sizeof(resp));
+        resp.offset = offset;
+        resp.len    = len;
+        resp.flags  = (offset + len == hdr->total_len) ? TNIC_MSG_F_LAST : 0;
+        tnic_respond(qp, hdr, TNIC_MSG_READ_RESP, &resp, tnic_engine_buf);
+        offset += len;
+    } while (offset < hdr->total_len);
+}
+
+/*
+ * A request executed before (IB spec 9.9.2, duplicate requests): a retry
+ * after a lost answer, or a copy the fabric delivered twice. Answered
+ * again, never executed twice: a send or write is ACKed once its last
+ * segment comes (no receive is taken, nothing is written), a read is read
+ * again, an atomic answered with the result saved when it ran (one too old
+ * to be saved gets no answer).
+ */
+static void tnic_responder_repeat(tnic_qp_t *qp, const tnic_msg_hdr_t *hdr)
+{
+    tnic_msg_hdr_t resp;
+    int i;
+
+    switch (hdr->opcode) {
+    case IBV_WR_RDMA_READ:
+        tnic_responder_read(qp, hdr);
+        break;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+        i = hdr->psn % TNIC_MAX_RD_ATOM;
+        if (qp->rx_atomics[i].valid && (qp->rx_atomics[i].psn == hdr->psn)) {
+            memset(&resp, 0, sizeof(resp));
+            resp.compare_add = qp->rx_atomics[i].value;
+            tnic_respond(qp, hdr, TNIC_MSG_ATOMIC_RESP, &resp, NULL);
+        }
+        break;
+    default:
+        if (hdr->flags & TNIC_MSG_F_LAST) {
+            tnic_respond_simple(qp, hdr, TNIC_MSG_ACK, 0);
+        }
+        break;
+    }
+}
+
 static void tnic_responder_recv(tnic_qp_t *qp, const tnic_msg_hdr_t *hdr,
                                 const void *data)
 {
-    uint64_t addr, offset, len;
+    uint64_t addr;
     tnic_msg_hdr_t resp;
     tnic_mr_t *mr;
     int status;
+    tnic_rx_atomic_t *saved;
 
     if (((qp->attr.qp_state != IBV_QPS_RTR) &&
          (qp->attr.qp_state != IBV_QPS_RTS)) ||
@@ -760,11 +856,21 @@ static void tnic_responder_recv(tnic_qp_t *qp, const tnic_msg_hdr_t *hdr,
         }
         qp->rx_dropping = 0;
     }
+    if ((int32_t)(hdr->psn - qp->rx_psn) < 0) {
+        tnic_responder_repeat(qp, hdr);
+        return;
+    }
     if (hdr->flags & TNIC_MSG_F_FIRST) {
-        if ((hdr->psn != qp->rx_psn) || qp->rx_active) {
+        if ((hdr->psn != qp->rx_psn) ||
+            (qp->rx_active && (hdr->epoch == qp->rx_epoch))) {
             return;
         }
-    } else if (!qp->rx_active || (hdr->psn != qp->rx_psn)) {
+        /* A new try of the message open here (the rest of the last try
+         * was lost) starts it again, into the receive it took */
+        qp->rx_active = 0;
+        qp->rx_epoch  = hdr->epoch;
+    } else if (!qp->rx_active || (hdr->psn != qp->rx_psn) ||
+               (hdr->epoch != qp->rx_epoch)) {
         return;
     }
 
@@ -772,7 +878,7 @@ static void tnic_responder_recv(tnic_qp_t *qp, const tnic_msg_hdr_t *hdr,
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM:
         if (hdr->flags & TNIC_MSG_F_FIRST) {
-            if (!tnic_responder_take_recv(qp, hdr)) {
+            if (!qp->rx_has_wqe && !tnic_responder_take_recv(qp, hdr)) {
                 return;
             }
             if (hdr->total_len >
@@ -811,7 +917,7 @@ static void tnic_responder_recv(tnic_qp_t *qp, const tnic_msg_hdr_t *hdr,
                 return;
             }
             if ((hdr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) &&
-                !tnic_responder_take_recv(qp, hdr)) {
+                !qp->rx_has_wqe && !tnic_responder_take_recv(qp, hdr)) {
                 return;
             }
             qp->rx_active = 1;
@@ -844,38 +950,8 @@ static void tnic_responder_recv(tnic_qp_t *qp, const tnic_msg_hdr_t *hdr,
         break;
 
     case IBV_WR_RDMA_READ:
-        mr = NULL;
-        if ((hdr->total_len > 0) &&
-            ((mr = tnic_rkey_check(qp, hdr->rkey, hdr->raddr,
-                                   hdr->total_len, IBV_ACCESS_REMOTE_READ,
-                                   &addr)) == NULL)) {
-            tnic_responder_fail(qp, hdr, IBV_WC_REM_ACCESS_ERR,
-                                IBV_EVENT_QP_ACCESS_ERR);
-            return;
-        }
         ++qp->rx_psn;
-        offset = 0;
-        do {
-            len = hdr->total_len - offset;
-            if (len > TNIC_SEG_MAX) {
-                len = TNIC_SEG_MAX;
-            }
-            if ((len > 0) &&
-                (mr->mem_ops->read(mr->mem_priv, addr + offset,
-                                   tnic_engine_buf, len) != 0)) {
-                tnic_responder_fail(qp, hdr, IBV_WC_REM_ACCESS_ERR,
-                                    IBV_EVENT_QP_ACCESS_ERR);
-                return;
-            }
-            memset(&resp, 0, sizeof(resp));
-            resp.offset = offset;
-            resp.len    = len;
-            resp.flags  = (offset + len == hdr->total_len) ?
-                          TNIC_MSG_F_LAST : 0;
-            tnic_respond(qp, hdr, TNIC_MSG_READ_RESP, &resp,
-                         tnic_engine_buf);
-            offset += len;
-        } while (offset < hdr->total_len);
+        tnic_responder_read(qp, hdr);
         break;
 
     case IBV_WR_ATOMIC_CMP_AND_SWP:
@@ -902,6 +978,10 @@ static void tnic_responder_recv(tnic_qp_t *qp, const tnic_msg_hdr_t *hdr,
                                 IBV_EVENT_QP_ACCESS_ERR);
             return;
         }
+        saved        = &qp->rx_atomics[hdr->psn % TNIC_MAX_RD_ATOM];
+        saved->psn   = hdr->psn;
+        saved->valid = 1;
+        saved->value = resp.compare_add;
         tnic_respond(qp, hdr, TNIC_MSG_ATOMIC_RESP, &resp, NULL);
         break;
 
@@ -1044,14 +1124,18 @@ void tnic_engine_timers(void)
         /* Nothing is lost on a live peer's ring: a timeout counts as a
          * retry only when the peer is gone or cut off, or no QP there
          * took the request */
-        if (tnic_peer_reachable(qp) && !wqe->lost) {
+        if ((!tnic_peer_reachable(qp) || wqe->lost) &&
+            (++wqe->retries > qp->attr.retry_cnt)) {
+            tnic_wqe_done(qp, wqe, IBV_WC_RETRY_EXC_ERR);
             continue;
         }
-        if (++wqe->retries > qp->attr.retry_cnt) {
-            tnic_wqe_done(qp, wqe, IBV_WC_RETRY_EXC_ERR);
-        } else if (wqe->lost) {
-            /* a NIC's retry: again from the oldest request nobody took
-             * (nothing after it was executed either) */
+        /* A NIC's retry, every time the timer expires: again from the
+         * oldest request not answered. A cut (the drop fault) may have
+         * lost it, or its answer; a request already executed is answered
+         * again (tnic_responder_repeat). Waiting for the next try alone
+         * left a request lost in a cut that had ended waiting forever. An
+         * RNR wait resends by itself when it ends. */
+        if (!qp->rnr_wait) {
             ++qp->epoch;
             qp->sq_tx = qp->sq_head;
             tnic_engine_sq_kick(qp);

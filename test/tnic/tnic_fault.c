@@ -8,6 +8,7 @@
  *   reg_fail:budget=BYTES      reg_fail:errno=EFAULT|ENOMEM|EOPNOTSUPP
  *   delay:us=N                 cq:max=N
  *   drop  drop:pid=N  drop:lid=N
+ *   dup  dup:pct=N
  *   peermem:off  dmabuf:off    (the GPU memory mechanisms; both on by default)
  */
 
@@ -143,6 +144,9 @@ static int tnic_fault_parse_one(char *spec)
             tnic_fault.drop_lid = strtol(v, NULL, 0);
         }
         tnic_fault.drop_all = (n == 1);
+    } else if (!strcmp(fields[0], "dup")) {
+        v = tnic_fault_field(fields, n, "pct");
+        tnic_fault.dup_pct = v ? strtoul(v, NULL, 0) : 100;
     } else {
         return EINVAL;
     }
@@ -203,4 +207,17 @@ int tnic_fault_drop(uint32_t slot, uint16_t src_lid, uint16_t dst_lid)
     return (tnic_fault.drop_lid != 0) &&
            ((src_lid == tnic_fault.drop_lid) ||
             (dst_lid == tnic_fault.drop_lid));
+}
+
+/* Whether the fabric delivers this RC request twice (the dup fault); a
+ * generator of its own, so that the application's rand() is not moved */
+int tnic_fault_dup(void)
+{
+    if (tnic_fault.dup_pct == 0) {
+        return 0;
+    } else if (tnic_fault.dup_pct >= 100) {
+        return 1;
+    }
+    tnic_fault.dup_seed = tnic_fault.dup_seed * 1103515245u + 12345u;
+    return ((tnic_fault.dup_seed >> 16) % 100) < tnic_fault.dup_pct;
 }

@@ -1413,6 +1413,7 @@ static void tnic_qp_reset(tnic_qp_t *qp)
     qp->rx_dropping  = 0;
     qp->rx_active    = 0;
     qp->rx_has_wqe   = 0;
+    memset(qp->rx_atomics, 0, sizeof(qp->rx_atomics));
 }
 
 int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,

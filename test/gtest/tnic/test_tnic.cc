@@ -148,6 +148,80 @@ TEST_F(tnic, sq_full_enomem_and_dropped_peer_retry_exceeded)
     }
 }
 
+/* A cut shorter than the retry budget (IB: the transport timer sends the
+ * unanswered requests again): what was posted during the cut, a send and
+ * a write, arrives once the wire is back, each once, and completes */
+TEST_F(tnic, drop_window_requests_sent_again)
+{
+    struct ibv_wc wc;
+
+    /* timeout 14: 67 ms a try; 7 tries, about 0.5 s */
+    ASSERT_EQ(0, to_rts(a.qp, b.qp->qp_num, b.lid, 7, 14, 7));
+    ASSERT_EQ(0, to_rts(b.qp, a.qp->qp_num, a.lid, 7, 14, 7));
+    ASSERT_EQ(0, post_recv(b, 7, b.buf.data() + 4096, 64));
+    memcpy(a.buf.data(), "cut-send", 8);
+    memcpy(a.buf.data() + 8, "cutwrite", 8);
+    ASSERT_EQ(0, fault_set("drop"));
+    ASSERT_EQ(0, post(a, IBV_WR_SEND, 1, a.buf.data(), 8, a.mr->lkey, 0, 0,
+                      0));
+    ASSERT_EQ(0, post(a, IBV_WR_RDMA_WRITE, 2, a.buf.data() + 8, 8,
+                      a.mr->lkey, raddr(b, 8192), b.mr->rkey));
+    usleep(200000);   /* three tries lost */
+    EXPECT_EQ(0, ibv_poll_cq(a.cq, 1, &wc));
+    fault_clear();
+
+    ASSERT_TRUE(wait_wc(a, &wc, 2.0)) << "nothing sent again after the cut";
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(2u, wc.wr_id);
+    ASSERT_TRUE(wait_wc(b, &wc, 2.0));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(7u, wc.wr_id);
+    EXPECT_EQ(0, memcmp(b.buf.data() + 4096, "cut-send", 8));
+    EXPECT_EQ(0, memcmp(b.buf.data() + 8192, "cutwrite", 8));
+    EXPECT_EQ(0, ibv_poll_cq(b.cq, 1, &wc)) << "a receive taken twice";
+}
+
+/* The dup fault delivers every request twice: the responder executes each
+ * once (a send takes one receive, a fetch-and-add adds once) and answers
+ * the copy with what it answered first */
+TEST_F(tnic, duplicate_requests_executed_once)
+{
+    uint64_t *target = (uint64_t*)(b.buf.data() + 8192);
+    uint64_t *result = (uint64_t*)(a.buf.data() + 8192);
+    struct ibv_wc wc;
+    int i;
+
+    connect();
+    ASSERT_EQ(0, fault_set("dup"));
+    *target = 40;
+    for (i = 0; i < 3; ++i) {
+        ASSERT_EQ(0, post_recv(b, 10 + i, b.buf.data() + 64 * i, 64));
+    }
+    ASSERT_EQ(0, post(a, IBV_WR_SEND, 1, a.buf.data(), 16, a.mr->lkey, 0,
+                      0));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    ASSERT_EQ(0, post(a, IBV_WR_ATOMIC_FETCH_AND_ADD, 2, result, 8,
+                      a.mr->lkey, raddr(b, 8192), b.mr->rkey,
+                      IBV_SEND_SIGNALED, 2));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(40u, *result);
+    EXPECT_EQ(42u, *target) << "the atomic executed twice";
+    ASSERT_EQ(0, post(a, IBV_WR_RDMA_READ, 3, a.buf.data() + 100, 8,
+                      a.mr->lkey, raddr(b, 8192), b.mr->rkey));
+    ASSERT_TRUE(wait_wc(a, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(42u, *(uint64_t*)(a.buf.data() + 100));
+    fault_clear();
+
+    ASSERT_TRUE(wait_wc(b, &wc));
+    EXPECT_EQ(10u, wc.wr_id);
+    usleep(50000);
+    EXPECT_EQ(0, ibv_poll_cq(b.cq, 1, &wc)) << "a receive taken twice";
+    EXPECT_EQ(0, ibv_poll_cq(a.cq, 1, &wc)) << "a completion twice";
+}
+
 TEST_F(tnic, bad_rkey_rem_access_and_flush)
 {
     struct ibv_wc wc;

@@ -10,13 +10,20 @@
 #include <string.h>
 
 
+static void uct_rc_gdr_ucp_pair_ep_error(void *arg, ucp_ep_h ep,
+                                        ucs_status_t status)
+{
+    *(volatile ucs_status_t*)arg = status;
+}
+
 uct_rc_gdr_ucp_pair::~uct_rc_gdr_ucp_pair()
 {
     close();
 }
 
 ucs_status_t uct_rc_gdr_ucp_pair::open(uint64_t features, const char **what_p,
-                                       ucs_thread_mode_t thread_mode)
+                                       ucs_thread_mode_t thread_mode,
+                                       ucp_err_handling_mode_t err_mode)
 {
     ucp_worker_params_t wparams;
     ucp_ep_params_t ep_params;
@@ -26,7 +33,8 @@ ucs_status_t uct_rc_gdr_ucp_pair::open(uint64_t features, const char **what_p,
     size_t addr_len;
     int i;
 
-    status = ucp_config_read(NULL, NULL, &config);
+    m_err_mode = err_mode;
+    status     = ucp_config_read(NULL, NULL, &config);
     if (status != UCS_OK) {
         *what_p = "ucp_config_read";
         return status;
@@ -63,6 +71,14 @@ ucs_status_t uct_rc_gdr_ucp_pair::open(uint64_t features, const char **what_p,
         memset(&ep_params, 0, sizeof(ep_params));
         ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
         ep_params.address    = m_addr[1 - i];
+        if (err_mode != UCP_ERR_HANDLING_MODE_NONE) {
+            ep_params.field_mask     |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+            ep_params.err_mode        = err_mode;
+            ep_params.err_handler.cb  = uct_rc_gdr_ucp_pair_ep_error;
+            ep_params.err_handler.arg = (void*)&ep_error[i];
+        }
+        ep_error[i]          = UCS_OK;
         status               = ucp_ep_create(workers[i], &ep_params, &eps[i]);
         if (status != UCS_OK) {
             *what_p = "ucp_ep_create";
@@ -142,6 +158,11 @@ void uct_rc_gdr_ucp_pair::close()
     int i;
 
     memset(&rparam, 0, sizeof(rparam));
+    if (m_err_mode != UCP_ERR_HANDLING_MODE_NONE) {
+        /* an endpoint may have failed, or its peer: nothing to flush to */
+        rparam.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        rparam.flags        = UCP_EP_CLOSE_FLAG_FORCE;
+    }
     for (ucp_rkey_h rkey : m_rkeys) {
         ucp_rkey_destroy(rkey);
     }

@@ -21,10 +21,13 @@ public:
     ~uct_rc_gdr_ucp_pair();
 
     /* A context with features (UCX_TLS and the rest from the environment),
-     * two workers of thread_mode, an endpoint each way; *what_p names a
-     * step that failed */
+     * two workers of thread_mode, an endpoint each way with err_mode (an
+     * endpoint's failure is recorded in ep_error[]); *what_p names a step
+     * that failed */
     ucs_status_t open(uint64_t features, const char **what_p,
-                      ucs_thread_mode_t thread_mode = UCS_THREAD_MODE_SINGLE);
+                      ucs_thread_mode_t thread_mode = UCS_THREAD_MODE_SINGLE,
+                      ucp_err_handling_mode_t err_mode =
+                              UCP_ERR_HANDLING_MODE_NONE);
 
     /* Maps [buf, +length) in the context */
     ucs_status_t mem_map(void *buf, size_t length, ucp_mem_h *memh_p);
@@ -41,8 +44,11 @@ public:
     ucp_context_h context    = nullptr;
     ucp_worker_h  workers[2] = {nullptr, nullptr};
     ucp_ep_h      eps[2]     = {nullptr, nullptr};
+    /* UCS_OK, or the status eps[i]'s error handler was called with */
+    volatile ucs_status_t ep_error[2] = {UCS_OK, UCS_OK};
 
 private:
+    ucp_err_handling_mode_t m_err_mode = UCP_ERR_HANDLING_MODE_NONE;
     ucp_address_t           *m_addr[2] = {nullptr, nullptr};
     std::vector<ucp_mem_h>  m_mems;
     std::vector<ucp_rkey_h> m_rkeys;
