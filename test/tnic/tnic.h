@@ -357,6 +357,7 @@ typedef struct tnic_fault {
     pid_t               drop_pid;
     int                 drop_lid;
     unsigned            dup_pct;   /* RC requests delivered twice, % */
+    int                 rnr_all;   /* no SEND finds a receive here */
     uint32_t            dup_seed;
 } tnic_fault_t;
 

@@ -725,7 +725,7 @@ static int tnic_responder_take_recv(tnic_qp_t *qp, const tnic_msg_hdr_t *hdr)
 {
     tnic_rq_t *rq = (qp->srq != NULL) ? &qp->srq->rq : &qp->rq;
 
-    if (!tnic_rq_pop(rq, &qp->rx_wqe)) {
+    if (tnic_fault.rnr_all || !tnic_rq_pop(rq, &qp->rx_wqe)) {
         /* receiver not ready: the requester resends after our timer */
         tnic_respond_simple(qp, hdr, TNIC_MSG_NAK, TNIC_NAK_RNR);
         qp->rx_dropping  = 1;

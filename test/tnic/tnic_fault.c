@@ -9,6 +9,7 @@
  *   delay:us=N                 cq:max=N
  *   drop  drop:pid=N  drop:lid=N
  *   dup  dup:pct=N
+ *   rnr                        (a receiver that posts no receives)
  *   peermem:off  dmabuf:off    (the GPU memory mechanisms; both on by default)
  */
 
@@ -144,6 +145,8 @@ static int tnic_fault_parse_one(char *spec)
             tnic_fault.drop_lid = strtol(v, NULL, 0);
         }
         tnic_fault.drop_all = (n == 1);
+    } else if (!strcmp(fields[0], "rnr")) {
+        tnic_fault.rnr_all = 1;
     } else if (!strcmp(fields[0], "dup")) {
         v = tnic_fault_field(fields, n, "pct");
         tnic_fault.dup_pct = v ? strtoul(v, NULL, 0) : 100;

@@ -1080,15 +1080,28 @@ static ucs_status_t uct_rc_gdr_ep_fail(uct_rc_gdr_ep_t *ep,
  * test_uct_peer_failure_multiple hung in a flush whose credit and flush
  * messages went to QPs in error). The cost: a SEND that waits this long in
  * RNR retries, for a peer that posts no receive buffers, fails too.
- * Unsignaled requests alone report nothing until a signaled one follows.
+ * Unsignaled requests alone report nothing, done or not (a SEND of UCP's
+ * eager protocol in RNR retries forever, with no error handling asked for,
+ * waited silently): after a sweep in which none completed, a signaled
+ * credit-only message goes behind them; its completion retires them, or
+ * this check fails the endpoint when it too never comes. An idle endpoint
+ * pays that one message, once.
  * Returns whether the endpoint was failed.
  */
 int uct_rc_gdr_ep_check_stall(uct_rc_gdr_ep_t *ep, unsigned max_sweeps)
 {
     if ((ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) ||
-        (ep->num_outstanding <= ep->unsignaled) ||
-        (ep->tx_done != ep->stall_seen)) {
+        (ep->num_outstanding == 0) || (ep->tx_done != ep->stall_seen)) {
         ep->stall_seen   = ep->tx_done;
+        ep->stall_sweeps = 0;
+        return 0;
+    }
+
+    if (ep->num_outstanding <= ep->unsignaled) {
+        /* a destroyed endpoint's QP is in error: its flush reports all */
+        if (!(ep->flags & UCT_RC_GDR_EP_FLAG_DESTROYED)) {
+            uct_rc_gdr_ep_probe(ep); /* without room: the next sweep */
+        }
         ep->stall_sweeps = 0;
         return 0;
     }

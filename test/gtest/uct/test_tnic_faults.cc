@@ -647,3 +647,43 @@ TEST_F(tnic_fault, ep_invalidate_without_room)
                     ucs_status_string(a->ep_error_status));
     expect_nothing_left();
 }
+
+
+/* ------------------------------------- unsignaled sends, RNR forever -- */
+
+/* A SEND in RNR retries forever (rnr_retry 7, a receiver that posts no
+ * receives) is unsignaled, as UCP's eager sends are: it reports nothing,
+ * and the stall check used to look only at signaled requests. Now a
+ * signaled message goes behind it at the first quiet sweep, and the
+ * endpoint fails with UCS_ERR_ENDPOINT_TIMEOUT within
+ * TX_STALL_TIMEOUT (and a sweep or two), error handler called */
+TEST_F(tnic_fault, unsignaled_send_in_rnr_forever_reported)
+{
+    const double stall_s = 1.0, bound_s = 2.5 * stall_s + 1.0;
+    ucs_status_t status;
+    uint64_t hdr = 0x5a;
+    double t0, elapsed;
+
+    env_set("UCX_RC_GDR_TX_STALL_TIMEOUT", "1s");
+    pair_open(BUF_SIZE);
+
+    fault("rnr");
+    t0     = uct_test_now();
+    status = UCT_TEST_RETRY(nodes, 2,
+                            uct_ep_am_short(a->ep, 1, hdr, &hdr,
+                                            sizeof(hdr)));
+    ASSERT_EQ(UCS_OK, status) << ucs_status_string(status);
+    wait_ep_error(bound_s + 2.0);
+    elapsed = uct_test_now() - t0;
+    printf("am_short into RNR forever: error handler %s after %.2f s "
+           "(TX_STALL_TIMEOUT %.1f s)\n",
+           a->ep_error ? ucs_status_string(a->ep_error_status) :
+                         "not called", elapsed, stall_s);
+    UCT_TEST_EXPECT(a->ep_error &&
+                    (a->ep_error_status == UCS_ERR_ENDPOINT_TIMEOUT),
+                    "error handler called with %s",
+                    ucs_status_string(a->ep_error_status));
+    UCT_TEST_EXPECT(elapsed <= bound_s, "reported after %.2f s, bound "
+                    "%.1f s", elapsed, bound_s);
+    expect_nothing_left();
+}
