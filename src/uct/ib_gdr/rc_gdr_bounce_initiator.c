@@ -185,7 +185,7 @@ uct_rc_gdr_bounce_xfer_stage(uct_rc_gdr_bounce_xfer_t *xfer,
 /* Whether the endpoint takes one more bounce transfer now; NO_RESOURCE is
  * back-pressure (pending), never a failure */
 static ucs_status_t uct_rc_gdr_bounce_admit(uct_rc_gdr_ep_t *ep,
-                                            int remote_keyless, int is_put,
+                                            unsigned route, int is_put,
                                             uct_rc_gdr_bounce_ep_t **bep_p)
 {
     uct_rc_gdr_iface_t *iface    = uct_rc_gdr_ep_iface(ep);
@@ -210,7 +210,7 @@ static ucs_status_t uct_rc_gdr_bounce_admit(uct_rc_gdr_ep_t *ep,
         return UCS_ERR_NO_RESOURCE;
     }
 
-    if (remote_keyless) {
+    if (route & UCT_RC_GDR_BOUNCE_REMOTE_KEYLESS) {
         /* messages go out in order: a transfer waits for the ones queued,
          * and a put for the put whose data still goes out */
         if (!ucs_list_is_empty(&bep->sendq) ||
@@ -235,7 +235,6 @@ typedef struct {
     size_t                length;
     int                   gpu;       /* -1: host memory */
     uint32_t              lkey;      /* 0: none (copied, or staged) */
-    int                   staged;    /* through the staging engine */
     void                  *owned;    /* freed with the transfer */
     uct_unpack_callback_t unpack_cb; /* get_bcopy: called with `owned` */
     void                  *unpack_arg;
@@ -246,14 +245,16 @@ typedef struct {
  * `owned` is the caller's again) */
 static ucs_status_t
 uct_rc_gdr_bounce_start(uct_rc_gdr_bounce_ep_t *bep, int is_put,
-                        const uct_rc_gdr_bounce_local_t *local,
+                        unsigned route, const uct_rc_gdr_bounce_local_t *local,
                         uint64_t remote_addr, const uct_rc_gdr_rkey_t *rkey,
                         uct_completion_t *comp)
 {
     uct_rc_gdr_iface_t *iface         = uct_rc_gdr_bounce_ep_iface(bep);
     uct_rc_gdr_bounce_iface_t *b      = iface->bounce;
-    int remote_keyless                = !uct_rc_gdr_rkey_nic_allows(rkey,
-                                                                    is_put);
+    int remote_keyless                = route &
+                                        UCT_RC_GDR_BOUNCE_REMOTE_KEYLESS;
+    int staged                        = route &
+                                        UCT_RC_GDR_BOUNCE_LOCAL_STAGED;
     uct_rc_gdr_stage_engine_t *engine = NULL;
     uct_rc_gdr_bounce_wire_t *wire    = NULL;
     uct_rc_gdr_bounce_xfer_t *xfer;
@@ -261,7 +262,7 @@ uct_rc_gdr_bounce_start(uct_rc_gdr_bounce_ep_t *bep, int is_put,
     khiter_t iter;
     int ret;
 
-    if (local->staged) {
+    if (staged) {
         status = uct_rc_gdr_bounce_engine(b, local->gpu, &engine);
         if (status != UCS_OK) {
             return status;
@@ -318,7 +319,7 @@ uct_rc_gdr_bounce_start(uct_rc_gdr_bounce_ep_t *bep, int is_put,
         wire->hdr.token_hi = rkey->token_hi;
         wire->hdr.addr     = remote_addr;
         wire->hdr.length = xfer->length;
-    } else if ((xfer->kind == UCT_RC_GDR_BOUNCE_PUT_MSG) && !local->staged) {
+    } else if ((xfer->kind == UCT_RC_GDR_BOUNCE_PUT_MSG) && !staged) {
         /* the data straight from its NIC key (or copied into each message:
          * no key), then the ACK */
         wire = uct_rc_gdr_bounce_wire_new(bep, xfer,
@@ -376,12 +377,11 @@ err_free:
 
 
 ucs_status_t uct_rc_gdr_bounce_zcopy(uct_rc_gdr_ep_t *ep, int is_put,
-                                     const uct_iov_t *iov, size_t iovcnt,
-                                     uint64_t remote_addr,
+                                     unsigned route, const uct_iov_t *iov,
+                                     size_t iovcnt, uint64_t remote_addr,
                                      const uct_rc_gdr_rkey_t *rkey,
                                      uct_completion_t *comp)
 {
-    uct_rc_gdr_iface_t *iface  = uct_rc_gdr_ep_iface(ep);
     const uct_iov_t *entry     = NULL;
     uct_rc_gdr_bounce_local_t local;
     uct_rc_gdr_bounce_ep_t *bep;
@@ -405,9 +405,7 @@ ucs_status_t uct_rc_gdr_bounce_zcopy(uct_rc_gdr_ep_t *ep, int is_put,
         return UCS_OK; /* nothing to move */
     }
 
-    status = uct_rc_gdr_bounce_admit(ep,
-                                     !uct_rc_gdr_rkey_nic_allows(rkey, is_put),
-                                     is_put, &bep);
+    status = uct_rc_gdr_bounce_admit(ep, route, is_put, &bep);
     if (status != UCS_OK) {
         return status;
     }
@@ -417,15 +415,13 @@ ucs_status_t uct_rc_gdr_bounce_zcopy(uct_rc_gdr_ep_t *ep, int is_put,
     local.length = uct_iov_get_length(entry);
     local.gpu    = -1;
     if (entry->memh != UCT_MEM_HANDLE_NULL) {
-        mr           = uct_rc_gdr_memh_mr(entry->memh);
-        local.staged = uct_rc_gdr_bounce_mr_staged(iface->bounce->md, mr,
-                                                   is_put);
-        local.gpu    = mr->gpu;
-        local.lkey   = local.staged ? 0 : mr->lkey;
+        mr         = uct_rc_gdr_memh_mr(entry->memh);
+        local.gpu  = mr->gpu;
+        local.lkey = (route & UCT_RC_GDR_BOUNCE_LOCAL_STAGED) ? 0 : mr->lkey;
     }
 
-    status = uct_rc_gdr_bounce_start(bep, is_put, &local, remote_addr, rkey,
-                                     comp);
+    status = uct_rc_gdr_bounce_start(bep, is_put, route, &local, remote_addr,
+                                     rkey, comp);
     return (status == UCS_OK) ? UCS_INPROGRESS : status;
 }
 
@@ -447,8 +443,9 @@ static ucs_status_t uct_rc_gdr_bounce_put_copy(uct_rc_gdr_ep_t *ep,
     local.length = length;
     local.gpu    = -1;
     local.owned  = copy;
-    status       = uct_rc_gdr_bounce_start(bep, 1, &local, remote_addr, rkey,
-                                           NULL);
+    status       = uct_rc_gdr_bounce_start(bep, 1,
+                                           UCT_RC_GDR_BOUNCE_REMOTE_KEYLESS,
+                                           &local, remote_addr, rkey, NULL);
     if (status != UCS_OK) {
         ucs_free(copy);
     }
@@ -466,7 +463,8 @@ ucs_status_t uct_rc_gdr_bounce_put_short(uct_rc_gdr_ep_t *ep,
     void *copy;
 
     ucs_assert(length > 0); /* zero bytes go on the wire without a key */
-    status = uct_rc_gdr_bounce_admit(ep, 1, 1, &bep);
+    status = uct_rc_gdr_bounce_admit(ep, UCT_RC_GDR_BOUNCE_REMOTE_KEYLESS, 1,
+                                     &bep);
     if (status != UCS_OK) {
         return status;
     }
@@ -495,7 +493,8 @@ ssize_t uct_rc_gdr_bounce_put_bcopy(uct_rc_gdr_ep_t *ep,
     size_t length;
     void *copy;
 
-    status = uct_rc_gdr_bounce_admit(ep, 1, 1, &bep);
+    status = uct_rc_gdr_bounce_admit(ep, UCT_RC_GDR_BOUNCE_REMOTE_KEYLESS, 1,
+                                     &bep);
     if (status != UCS_OK) {
         return status;
     }
@@ -531,7 +530,8 @@ ucs_status_t uct_rc_gdr_bounce_get_bcopy(uct_rc_gdr_ep_t *ep,
     ucs_status_t status;
 
     ucs_assert(length > 0); /* zero bytes go on the wire without a key */
-    status = uct_rc_gdr_bounce_admit(ep, 1, 0, &bep);
+    status = uct_rc_gdr_bounce_admit(ep, UCT_RC_GDR_BOUNCE_REMOTE_KEYLESS, 0,
+                                     &bep);
     if (status != UCS_OK) {
         return status;
     }
@@ -550,8 +550,8 @@ ucs_status_t uct_rc_gdr_bounce_get_bcopy(uct_rc_gdr_ep_t *ep,
         return UCS_ERR_NO_MEMORY;
     }
 
-    status = uct_rc_gdr_bounce_start(bep, 0, &local, remote_addr, rkey,
-                                     comp);
+    status = uct_rc_gdr_bounce_start(bep, 0, UCT_RC_GDR_BOUNCE_REMOTE_KEYLESS,
+                                     &local, remote_addr, rkey, comp);
     if (status != UCS_OK) {
         ucs_free(local.owned);
         return status;
