@@ -25,6 +25,28 @@
  * Staged transfers
  * ------------------------------------------------------------------------ */
 
+/* A staged chunk's unit completed: the engine frees or retries the buffer */
+static void uct_rc_gdr_bounce_xfer_chunk_sent(uct_rc_gdr_bounce_xfer_t *xfer,
+                                              unsigned chunk,
+                                              ucs_status_t status)
+{
+    if (status == UCS_OK) {
+        uct_rc_gdr_stage_wire_done(xfer->stage, chunk);
+    } else {
+        uct_rc_gdr_stage_wire_error(xfer->stage, chunk, status);
+    }
+}
+
+
+/* A part of a transfer (its GET_REQ, or its data from a NIC key) is out */
+static void uct_rc_gdr_bounce_xfer_part_done(uct_rc_gdr_bounce_xfer_t *xfer,
+                                             unsigned chunk,
+                                             ucs_status_t status)
+{
+    uct_rc_gdr_bounce_xfer_put_ref(xfer, status);
+}
+
+
 /* One RDMA work request for a staged chunk, straight from post() */
 static ucs_status_t
 uct_rc_gdr_bounce_post_rdma(uct_rc_gdr_bounce_xfer_t *xfer, unsigned chunk,
@@ -44,7 +66,7 @@ uct_rc_gdr_bounce_post_rdma(uct_rc_gdr_bounce_xfer_t *xfer, unsigned chunk,
     }
 
     wire = uct_rc_gdr_bounce_wire_new(bep, xfer,
-                                      UCT_RC_GDR_BOUNCE_REPORT_STAGE, 0);
+                                      uct_rc_gdr_bounce_xfer_chunk_sent, 0);
     if (wire == NULL) {
         uct_rc_gdr_ep_release_op(op);
         return UCS_ERR_NO_MEMORY;
@@ -110,7 +132,7 @@ static ucs_status_t uct_rc_gdr_bounce_stage_post(void *arg, unsigned chunk,
     type = (xfer->kind == UCT_RC_GDR_BOUNCE_PUT_MSG) ?
            UCT_RC_GDR_BOUNCE_MSG_PUT_DATA : UCT_RC_GDR_BOUNCE_MSG_GET_DATA;
     wire = uct_rc_gdr_bounce_wire_new(bep, xfer,
-                                      UCT_RC_GDR_BOUNCE_REPORT_STAGE, type);
+                                      uct_rc_gdr_bounce_xfer_chunk_sent, type);
     if (wire == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
@@ -309,7 +331,7 @@ uct_rc_gdr_bounce_start(uct_rc_gdr_bounce_ep_t *bep, int is_put,
     if (xfer->kind == UCT_RC_GDR_BOUNCE_GET_MSG) {
         /* a GET_REQ, then the data (or an error ACK) */
         wire = uct_rc_gdr_bounce_wire_new(bep, xfer,
-                                          UCT_RC_GDR_BOUNCE_REPORT_XFER,
+                                          uct_rc_gdr_bounce_xfer_part_done,
                                           UCT_RC_GDR_BOUNCE_MSG_GET_REQ);
         if (wire == NULL) {
             status = UCS_ERR_NO_MEMORY;
@@ -323,7 +345,7 @@ uct_rc_gdr_bounce_start(uct_rc_gdr_bounce_ep_t *bep, int is_put,
         /* the data straight from its NIC key (or copied into each message:
          * no key), then the ACK */
         wire = uct_rc_gdr_bounce_wire_new(bep, xfer,
-                                          UCT_RC_GDR_BOUNCE_REPORT_XFER,
+                                          uct_rc_gdr_bounce_xfer_part_done,
                                           UCT_RC_GDR_BOUNCE_MSG_PUT_DATA);
         if (wire == NULL) {
             status = UCS_ERR_NO_MEMORY;

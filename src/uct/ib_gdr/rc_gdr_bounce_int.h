@@ -109,14 +109,6 @@ typedef enum {
 } uct_rc_gdr_bounce_kind_t;
 
 
-/* What a wire unit's completion reports to */
-typedef enum {
-    UCT_RC_GDR_BOUNCE_REPORT_NONE,  /* an ACK: nobody waits for it */
-    UCT_RC_GDR_BOUNCE_REPORT_STAGE, /* a staged chunk: the engine */
-    UCT_RC_GDR_BOUNCE_REPORT_XFER   /* a part of a transfer */
-} uct_rc_gdr_bounce_report_t;
-
-
 /* What a peer may do again and again, said once per interface (the
  * counters count every one): rc_gdr_log.h */
 typedef enum {
@@ -129,6 +121,14 @@ typedef enum {
 typedef struct uct_rc_gdr_bounce_xfer uct_rc_gdr_bounce_xfer_t;
 
 
+/* What a wire unit reports to once its work requests completed, set by
+ * whoever made it (a staged chunk tells the engine, a transfer's message
+ * run the transfer): the wire layer knows no kinds of transfer */
+typedef void (*uct_rc_gdr_bounce_wire_cb_t)(uct_rc_gdr_bounce_xfer_t *xfer,
+                                            unsigned chunk,
+                                            ucs_status_t status);
+
+
 typedef struct uct_rc_gdr_bounce_wire {
     uct_completion_t         comp;        /* count: 1 while posting + work
                                              requests in flight */
@@ -136,8 +136,9 @@ typedef struct uct_rc_gdr_bounce_wire {
     ucs_list_link_t          sendq;       /* bep->sendq, while queued */
     uct_rc_gdr_bounce_ep_t   *bep;
     uct_rc_gdr_bounce_xfer_t *xfer;       /* NULL for an ACK */
-    unsigned                 chunk;       /* REPORT_STAGE: engine's chunk */
-    uint8_t                  report;      /* uct_rc_gdr_bounce_report_t */
+    uct_rc_gdr_bounce_wire_cb_t cb;       /* with xfer and chunk; NULL for
+                                             an ACK: nobody waits for it */
+    unsigned                 chunk;       /* a staged chunk: engine's */
     uint8_t                  queued;
     uint8_t                  last;        /* its last message ends a put */
     const char               *src;        /* message payload */
@@ -343,10 +344,11 @@ void uct_rc_gdr_bounce_xfer_put_ref(uct_rc_gdr_bounce_xfer_t *xfer,
  * rc_gdr_bounce_wire.c: wire units and internal messages
  */
 
+/** A unit that reports to @a cb (may be NULL), with its message @a type */
 uct_rc_gdr_bounce_wire_t *
 uct_rc_gdr_bounce_wire_new(uct_rc_gdr_bounce_ep_t *bep,
-                           uct_rc_gdr_bounce_xfer_t *xfer, uint8_t report,
-                           uint8_t type);
+                           uct_rc_gdr_bounce_xfer_t *xfer,
+                           uct_rc_gdr_bounce_wire_cb_t cb, uint8_t type);
 void uct_rc_gdr_bounce_wire_free(uct_rc_gdr_bounce_wire_t *wire);
 void uct_rc_gdr_bounce_wire_enqueue(uct_rc_gdr_bounce_wire_t *wire);
 void uct_rc_gdr_bounce_wire_dequeue(uct_rc_gdr_bounce_wire_t *wire);

@@ -30,8 +30,8 @@ static void uct_rc_gdr_bounce_wire_done(uct_completion_t *self);
 
 uct_rc_gdr_bounce_wire_t *
 uct_rc_gdr_bounce_wire_new(uct_rc_gdr_bounce_ep_t *bep,
-                           uct_rc_gdr_bounce_xfer_t *xfer, uint8_t report,
-                           uint8_t type)
+                           uct_rc_gdr_bounce_xfer_t *xfer,
+                           uct_rc_gdr_bounce_wire_cb_t cb, uint8_t type)
 {
     uct_rc_gdr_bounce_wire_t *wire;
 
@@ -46,7 +46,7 @@ uct_rc_gdr_bounce_wire_new(uct_rc_gdr_bounce_ep_t *bep,
     wire->comp.status  = UCS_OK;
     wire->bep          = bep;
     wire->xfer         = xfer;
-    wire->report       = report;
+    wire->cb           = cb;
     wire->post_status  = UCS_OK;
     wire->hdr.type     = type;
     if (xfer != NULL) {
@@ -106,7 +106,7 @@ static void uct_rc_gdr_bounce_wire_done(uct_completion_t *self)
     uct_rc_gdr_bounce_iface_t *b   = uct_rc_gdr_bounce_ep_iface(wire->bep)->
                                      bounce;
     ucs_status_t status            = self->status;
-    uint8_t report                 = wire->report;
+    uct_rc_gdr_bounce_wire_cb_t cb = wire->cb;
     unsigned chunk                 = wire->chunk;
 
     if (status == UCS_OK) {
@@ -117,19 +117,8 @@ static void uct_rc_gdr_bounce_wire_done(uct_completion_t *self)
     /* from a send completion too: the user's callback may destroy the
      * endpoint while the lane still walks it */
     uct_rc_gdr_bounce_enter(b);
-    switch (report) {
-    case UCT_RC_GDR_BOUNCE_REPORT_STAGE:
-        if (status == UCS_OK) {
-            uct_rc_gdr_stage_wire_done(xfer->stage, chunk);
-        } else {
-            uct_rc_gdr_stage_wire_error(xfer->stage, chunk, status);
-        }
-        break;
-    case UCT_RC_GDR_BOUNCE_REPORT_XFER:
-        uct_rc_gdr_bounce_xfer_put_ref(xfer, status);
-        break;
-    default:
-        break;
+    if (cb != NULL) {
+        cb(xfer, chunk, status);
     }
     uct_rc_gdr_bounce_leave(b);
 }
@@ -279,7 +268,7 @@ void uct_rc_gdr_bounce_send_ack(uct_rc_gdr_bounce_ep_t *bep,
         return;
     }
 
-    wire = uct_rc_gdr_bounce_wire_new(bep, NULL, UCT_RC_GDR_BOUNCE_REPORT_NONE,
+    wire = uct_rc_gdr_bounce_wire_new(bep, NULL, NULL,
                                       UCT_RC_GDR_BOUNCE_MSG_ACK);
     if (wire == NULL) {
         return; /* the initiator's transfer fails when the QP does */
