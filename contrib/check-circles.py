@@ -78,6 +78,19 @@ INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 DEFINE_RE = re.compile(r'^\s*#\s*define\s+([A-Za-z_]\w*)\(')
 
 
+# Strings first, so that "a/*b" opens no comment
+STRIP_RE = re.compile(r'"(?:\\.|[^"\\\n])*"'    # a string
+                      r"|'(?:\\.|[^'\\\n])*'"    # a character
+                      r'|/\*.*?\*/|//[^\n]*',    # comments
+                      re.DOTALL)
+
+
+def blank_comment(m):
+    """A comment as blanks (its lines kept); a string or char as it is"""
+    t = m.group()
+    return re.sub(r'[^\n]', ' ', t) if t[0] == '/' else t
+
+
 def tokens(text):
     out = []
     for m in TOKEN_RE.finditer(text):
@@ -91,8 +104,7 @@ def tokens(text):
 def preprocess(text):
     """Splits a file into its C text (preprocessor lines blanked), its
     quoted includes, and its function-like macros {name: body}."""
-    text = re.sub(r'/\*.*?\*/', lambda m: re.sub(r'[^\n]', ' ', m.group()),
-                  text, flags=re.DOTALL)
+    text = STRIP_RE.sub(blank_comment, text)
     lines = text.split('\n')
     c_lines, includes, macros = [], [], {}
     i = 0
@@ -135,12 +147,12 @@ def parse(text):
     """{function: (is_static, called names)} of one file's C text"""
     toks = tokens(text)
     defs = {}
-    depth = 0
     decl = []           # tokens of the file-scope declaration so far
     k = 0
     while k < len(toks):
         kind, val = toks[k]
-        if depth == 0 and val == '{':
+        if val == '{':
+            # a function's body, or a struct's or initializer's: skipped whole
             name = definition_name(decl)
             end = matching(toks, k, '{', '}')
             if name is not None:
@@ -149,16 +161,23 @@ def parse(text):
                 defs[name] = (static, prev[1] | calls_in(toks[k + 1:end]))
                 decl = []
             else:
-                decl.append((kind, val))
-                decl.append(('punct', '}'))
+                decl += [(kind, val), ('punct', '}')]
             k = end + 1
             continue
-        if depth == 0 and val == ';':
+        if val == '}':
+            # braces that #if branches leave unbalanced: the file cannot be
+            # read lexically, and a silent guess could hide a circle
+            raise ParseError("a '}' closes nothing")
+        if val == ';':
             decl = []
         else:
             decl.append((kind, val))
         k += 1
     return defs
+
+
+class ParseError(Exception):
+    pass
 
 
 def matching(toks, k, open_, close):
@@ -170,7 +189,7 @@ def matching(toks, k, open_, close):
             level -= 1
             if level == 0:
                 return j
-    return len(toks) - 1
+    raise ParseError("a '%s' that no '%s' closes" % (open_, close))
 
 
 def definition_name(decl):
@@ -232,7 +251,10 @@ class Tree:
         for f in self.files:
             with open(os.path.join(root, f), errors='replace') as fh:
                 text, incs, macros = preprocess(fh.read())
-            defs = parse(text)
+            try:
+                defs = parse(text)
+            except ParseError as e:
+                raise ParseError("%s: %s" % (f, e))
             for name, body in macros.items():
                 defs[name] = (False, calls_in(tokens(body)))
             self.defs[f] = defs
@@ -344,7 +366,11 @@ def main(argv):
         print("check-circles: no directory %s" % root, file=sys.stderr)
         return 2
 
-    tree = Tree(root)
+    try:
+        tree = Tree(root)
+    except ParseError as e:
+        print("check-circles: cannot read %s" % e, file=sys.stderr)
+        return 2
     if not tree.files:
         print("check-circles: no C files under %s" % root, file=sys.stderr)
         return 2

@@ -4,11 +4,13 @@
 # the fixture trees here, name their files and functions, and pass a tree
 # without any, so that the check of src/ cannot pass by finding nothing.
 #   clean/    layers that call down, a callback handed up, a header's
-#             inline falling back to its own .c: no circle, exit 0
+#             inline falling back to its own .c, "/*" in a string: no
+#             circle, exit 0
 #   call/     a.c <-> b.c through calls (and a static of the same name in
 #             each, which is no edge)
 #   include/  x.h <-> y.h through #include
 #   header/   p.c -> q.h (an inline's macro) -> r.c -> p.c
+#   unreadable/  braces unbalanced by #if branches: refused (exit 2)
 # Prints PASS/FAIL per case and "N passed, N failed".
 #
 set -uo pipefail
@@ -57,6 +59,8 @@ check circle_through_header_found header 1 \
     "    p.c -> q.h: p_go() calls q_inline()" \
     "    q.h -> r.c: Q_CALL_R() calls r_work()" \
     "    r.c -> p.c: r_work() calls p_back()"
+check unreadable_tree_refused unreadable 2 \
+    "check-circles: cannot read split.c: a '{' that no '}' closes"
 
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ]
