@@ -1,10 +1,10 @@
 /**
  * rc_gdr bounce lane, target role, above the transfers
- * (rc_gdr_bounce_int.h): the peer's puts (PUT_DATA copied into
- * the registration it names, then an ACK) and gets (GET_REQ served from GPU
- * memory through the staging engine as GET_DATA messages). Everything a peer
- * names is checked by the md before it is touched (doc/DESIGN.md section 3,
- * "What a peer may do").
+ * (rc_gdr_bounce_int.h): the peer's puts (PUT_DATA copied into the
+ * registration it names, then an ACK) and gets (GET_REQ served from GPU
+ * memory through the staging engine as GET_DATA messages). Everything a
+ * peer names is checked by the md before it is touched (doc/DESIGN.md
+ * section 3, "What a peer may do").
  *
  * See file LICENSE for terms.
  */

@@ -1,9 +1,10 @@
 /**
- * rc_gdr bounce lane: wire units and internal messages (rc_gdr_bounce_int.h
- * has the message format). A unit posts its messages in order as credits
- * and the send queue allow; the completions of its work requests come back
- * through its uct_completion_t; a received message is checked here and
- * handed to the initiator or the target side.
+ * rc_gdr bounce lane, wire units: the layer above the core
+ * (rc_gdr_bounce_int.h, which has the message format). A unit posts its
+ * messages in order as credits and the send queue allow; the completions of
+ * its work requests come back through its uct_completion_t, and the unit
+ * reports to the callback its maker stored. Received messages are the top
+ * layer's (rc_gdr_bounce.c).
  *
  * See file LICENSE for terms.
  */
