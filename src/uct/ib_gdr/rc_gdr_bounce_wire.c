@@ -195,10 +195,9 @@ uct_rc_gdr_bounce_wire_post_msg(uct_rc_gdr_bounce_wire_t *wire)
 
     ++wire->comp.count;
     wire->posted += length;
-    if ((wire->xfer != NULL) &&
-        (wire->xfer->awaiting ||
-         (wire->xfer->kind == UCT_RC_GDR_BOUNCE_SERVE_GET))) {
-        /* the peer took a message (its credits came): it is alive */
+    if (wire->xfer != NULL) {
+        /* the peer took a message (its credits came): it is alive. Only a
+         * transfer that waits for the peer, or a served get, reads it. */
         wire->xfer->deadline = ucs_get_time() + b->timeout;
     }
     if (hdr->type == UCT_RC_GDR_BOUNCE_MSG_PUT_DATA) {

@@ -3,7 +3,8 @@
  * (rc_gdr_bounce_int.h). The end of a transfer and its references, the
  * flush barrier behind the transfers of an endpoint, and the staging
  * engine's chunks on the wire (RDMA for staged transfers, messages for the
- * others). Knows no role: the initiator and the target build on it.
+ * others). Calls no role: the initiator and the target build on it; a
+ * transfer's kind says how its chunks travel and how it ends.
  *
  * See file LICENSE for terms.
  */
