@@ -1,7 +1,8 @@
 #!/bin/bash
 #
 # Runs every test tier on this machine, after setting it up from scratch:
-#   1  unit tests (googletest; no hardware)
+#   1  unit tests (googletest; no hardware); no include or call circle in
+#      src/ (contrib/check-circles.sh)
 #   1b loading checks on the host (UCX version refusal, no-hardware paths)
 #   2  real verbs in the soft-RoCE guest: UCT, UCP (ucx_perftest), Open MPI,
 #      faults, byte-exact data
@@ -143,6 +144,20 @@ echo "== tier 1: unit tests"
 build/test/gtest/gtest_rc_gdr 2>&1 | tee "$OUT/unit" |
     grep -E '^\[  (FAILED|SKIPPED|PASSED) |^\[ +(FAILED|SKIPPED) +\]' || true
 tally_gtest "$OUT/unit"
+
+# One check: any circle in src/ fails it; its self-test first proves that
+# it finds the circles planted in test/circles
+echo "== tier 1: no include or call circle in src/ (contrib/check-circles.sh)"
+test/circles/run.sh 2>&1 | tee "$OUT/circles-self"
+tally_plain "$OUT/circles-self"
+if contrib/check-circles.sh 2>&1 | tee "$OUT/circles"; then
+    echo "PASS check-circles"
+    tally 1 0 0
+else
+    echo "FAIL check-circles: the circles above (contrib/check-circles.py" \
+         "says which upward calls may be allowed)"
+    tally 0 1 0
+fi
 
 echo "== tier 1: the unpackers of peer input, fuzzed under AddressSanitizer"
 build/test/gtest/fuzz_addr 2>&1 | tee "$OUT/fuzz"

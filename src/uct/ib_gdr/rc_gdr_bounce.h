@@ -115,12 +115,22 @@ static inline int uct_rc_gdr_bounce_mr_staged(const uct_rc_gdr_md_t *md,
              (md->gpus[mr->gpu].lane[dir] == UCT_RC_GDR_LANE_BOUNCE)));
 }
 
-/** put_zcopy / get_zcopy through the bounce lane: the endpoint chose it
- *  (uct_rc_gdr_ep_lane) for a non-empty transfer, with the remote key it
- *  decoded. */
+/* Why the endpoint sent an RMA to the bounce lane: decided there once
+ * (uct_rc_gdr_ep_lane, uct_rc_gdr_bounce_mr_staged), never again here */
+enum {
+    /* the target's NIC may not access its memory: internal messages */
+    UCT_RC_GDR_BOUNCE_REMOTE_KEYLESS = UCS_BIT(0),
+    /* the local NIC may not access the local GPU memory: staged */
+    UCT_RC_GDR_BOUNCE_LOCAL_STAGED   = UCS_BIT(1)
+};
+
+/** put_zcopy / get_zcopy through the bounce lane: the endpoint chose it for
+ *  a non-empty transfer, for the reasons in @a route
+ *  (UCT_RC_GDR_BOUNCE_REMOTE_KEYLESS, _LOCAL_STAGED), with the remote key
+ *  it decoded. */
 ucs_status_t uct_rc_gdr_bounce_zcopy(struct uct_rc_gdr_ep *ep, int is_put,
-                                     const uct_iov_t *iov, size_t iovcnt,
-                                     uint64_t remote_addr,
+                                     unsigned route, const uct_iov_t *iov,
+                                     size_t iovcnt, uint64_t remote_addr,
                                      const uct_rc_gdr_rkey_t *rkey,
                                      uct_completion_t *comp);
 

@@ -1,8 +1,8 @@
 /**
- * rc_gdr bounce lane, initiator side: the endpoint's entry points (put/get
- * zcopy, and put_short/put_bcopy/get_bcopy to memory without a NIC key),
- * staged transfers (the staging engine's chunks on the wire), the flush
- * barrier, and the peer's replies (ACK, GET_DATA).
+ * rc_gdr bounce lane, initiator role, above the transfers
+ * (rc_gdr_bounce_int.h): the endpoint's entry points (put/get zcopy, and
+ * put_short/put_bcopy/get_bcopy to memory without a NIC key) and the peer's
+ * replies (ACK, GET_DATA).
  *
  * See file LICENSE for terms.
  */
@@ -22,170 +22,13 @@
 
 
 /* ------------------------------------------------------------------------
- * Staged transfers
- * ------------------------------------------------------------------------ */
-
-/* One RDMA work request for a staged chunk, straight from post() */
-static ucs_status_t
-uct_rc_gdr_bounce_post_rdma(uct_rc_gdr_bounce_xfer_t *xfer, unsigned chunk,
-                            uct_rc_gdr_stage_buf_t *buf, size_t length,
-                            size_t offset)
-{
-    uct_rc_gdr_bounce_ep_t *bep = xfer->bep;
-    uct_rc_gdr_bounce_wire_t *wire;
-    struct ibv_send_wr wr;
-    struct ibv_sge sge;
-    uct_rc_gdr_op_t *op;
-    ucs_status_t status;
-
-    status = uct_rc_gdr_ep_get_op(bep->ep, UCT_RC_GDR_OP_SEND, 0, &op);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    wire = uct_rc_gdr_bounce_wire_new(bep, xfer,
-                                      UCT_RC_GDR_BOUNCE_REPORT_STAGE, 0);
-    if (wire == NULL) {
-        uct_rc_gdr_ep_release_op(op);
-        return UCS_ERR_NO_MEMORY;
-    }
-
-    wire->chunk = chunk;
-    op->comp    = &wire->comp;
-    sge.addr    = (uintptr_t)buf->addr;
-    sge.length  = length;
-    sge.lkey    = uct_rc_gdr_bounce_buf_lkey(buf);
-    memset(&wr, 0, sizeof(wr));
-    wr.opcode              = (xfer->kind == UCT_RC_GDR_BOUNCE_PUT_STAGED) ?
-                             IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
-    wr.sg_list             = &sge;
-    wr.num_sge             = 1;
-    wr.wr.rdma.remote_addr = xfer->remote_addr + offset;
-    wr.wr.rdma.rkey        = xfer->rkey.rkey;
-    status = uct_rc_gdr_ep_post_bounce(bep->ep, &wr, op, &xfer->rkey);
-    if (status != UCS_OK) {
-        uct_rc_gdr_ep_release_op(op);
-        uct_rc_gdr_bounce_wire_free(wire);
-        return status;
-    }
-
-    /* the work request's reference stays: its completion reports */
-    ++wire->comp.count;
-    uct_invoke_completion(&wire->comp, UCS_OK);
-    return UCS_INPROGRESS;
-}
-
-
-/* The staging engine's wire: chunk `chunk` is staged (put) or wanted (get) */
-static ucs_status_t uct_rc_gdr_bounce_stage_post(void *arg, unsigned chunk,
-                                                 uct_rc_gdr_stage_buf_t *buf,
-                                                 size_t length, size_t offset)
-{
-    uct_rc_gdr_bounce_xfer_t *xfer = arg;
-    uct_rc_gdr_bounce_ep_t *bep    = xfer->bep;
-    uct_rc_gdr_bounce_wire_t *wire;
-    ucs_status_t status;
-    uint8_t type;
-
-    if (uct_rc_gdr_bounce_ep_is_dead(bep)) {
-        return uct_rc_gdr_bounce_ep_dead_status(bep);
-    }
-
-    if (xfer->kind == UCT_RC_GDR_BOUNCE_SERVE_GET) {
-        /* copied, not yet sent: the bytes go out only if the memory was
-         * still registered after the copy (so before any reuse) */
-        status = uct_rc_gdr_bounce_serve_check(xfer, offset, length);
-        if (status != UCS_OK) {
-            return status;
-        }
-    }
-
-    if ((xfer->kind == UCT_RC_GDR_BOUNCE_PUT_STAGED) ||
-        (xfer->kind == UCT_RC_GDR_BOUNCE_GET_STAGED)) {
-        return uct_rc_gdr_bounce_post_rdma(xfer, chunk, buf, length, offset);
-    }
-
-    /* PUT_MSG from keyless GPU memory, or SERVE_GET: messages out of the
-     * staging buffer, queued behind those before */
-    type = (xfer->kind == UCT_RC_GDR_BOUNCE_PUT_MSG) ?
-           UCT_RC_GDR_BOUNCE_MSG_PUT_DATA : UCT_RC_GDR_BOUNCE_MSG_GET_DATA;
-    wire = uct_rc_gdr_bounce_wire_new(bep, xfer,
-                                      UCT_RC_GDR_BOUNCE_REPORT_STAGE, type);
-    if (wire == NULL) {
-        return UCS_ERR_NO_MEMORY;
-    }
-
-    wire->chunk  = chunk;
-    wire->src    = buf->addr;
-    wire->lkey   = uct_rc_gdr_bounce_buf_lkey(buf);
-    wire->length = length;
-    if (type == UCT_RC_GDR_BOUNCE_MSG_PUT_DATA) {
-        wire->hdr.token    = xfer->rkey.rkey;
-        wire->hdr.token_hi = xfer->rkey.token_hi;
-        wire->hdr.addr  = xfer->remote_addr + offset;
-        wire->last      = (offset + length == xfer->length);
-    } else {
-        wire->hdr.addr  = offset;
-        /* waits for the peer from now (not while it waited for a staging
-         * buffer): taken by the deadline, or dropped */
-        xfer->deadline  = ucs_get_time() +
-                          uct_rc_gdr_bounce_ep_iface(bep)->bounce->timeout;
-    }
-    uct_rc_gdr_bounce_wire_enqueue(wire);
-    return UCS_INPROGRESS;
-}
-
-
-static void uct_rc_gdr_bounce_stage_complete(void *arg, ucs_status_t status)
-{
-    uct_rc_gdr_bounce_xfer_t *xfer = arg;
-
-    xfer->stage = NULL;
-    uct_rc_gdr_bounce_xfer_put_ref(xfer, status);
-}
-
-
-static const uct_rc_gdr_stage_ops_t uct_rc_gdr_bounce_stage_ops = {
-    .post       = uct_rc_gdr_bounce_stage_post,
-    .chunk_done = NULL,
-    .complete   = uct_rc_gdr_bounce_stage_complete
-};
-
-
-ucs_status_t
-uct_rc_gdr_bounce_xfer_stage(uct_rc_gdr_bounce_xfer_t *xfer,
-                             uct_rc_gdr_stage_engine_t *engine)
-{
-    uct_rc_gdr_stage_xfer_params_t params;
-    ucs_status_t status;
-
-    params.dir      = (xfer->kind == UCT_RC_GDR_BOUNCE_GET_STAGED) ?
-                      UCT_RC_GDR_STAGE_WIRE_H2D : UCT_RC_GDR_STAGE_D2H_WIRE;
-    params.gpu_addr = xfer->local;
-    params.length   = xfer->length;
-    params.depth    = 0;
-    params.ops      = &uct_rc_gdr_bounce_stage_ops;
-    params.arg      = xfer;
-    status          = uct_rc_gdr_stage_xfer_start(engine, &params,
-                                                  &xfer->stage);
-    if (status == UCS_INPROGRESS) {
-        ++xfer->refs;
-        return UCS_OK;
-    }
-
-    ucs_assert(status != UCS_OK); /* never a zero length */
-    return status;
-}
-
-
-/* ------------------------------------------------------------------------
  * Endpoint operations
  * ------------------------------------------------------------------------ */
 
 /* Whether the endpoint takes one more bounce transfer now; NO_RESOURCE is
  * back-pressure (pending), never a failure */
 static ucs_status_t uct_rc_gdr_bounce_admit(uct_rc_gdr_ep_t *ep,
-                                            int remote_keyless, int is_put,
+                                            unsigned route, int is_put,
                                             uct_rc_gdr_bounce_ep_t **bep_p)
 {
     uct_rc_gdr_iface_t *iface    = uct_rc_gdr_ep_iface(ep);
@@ -210,7 +53,7 @@ static ucs_status_t uct_rc_gdr_bounce_admit(uct_rc_gdr_ep_t *ep,
         return UCS_ERR_NO_RESOURCE;
     }
 
-    if (remote_keyless) {
+    if (route & UCT_RC_GDR_BOUNCE_REMOTE_KEYLESS) {
         /* messages go out in order: a transfer waits for the ones queued,
          * and a put for the put whose data still goes out */
         if (!ucs_list_is_empty(&bep->sendq) ||
@@ -235,7 +78,6 @@ typedef struct {
     size_t                length;
     int                   gpu;       /* -1: host memory */
     uint32_t              lkey;      /* 0: none (copied, or staged) */
-    int                   staged;    /* through the staging engine */
     void                  *owned;    /* freed with the transfer */
     uct_unpack_callback_t unpack_cb; /* get_bcopy: called with `owned` */
     void                  *unpack_arg;
@@ -246,14 +88,16 @@ typedef struct {
  * `owned` is the caller's again) */
 static ucs_status_t
 uct_rc_gdr_bounce_start(uct_rc_gdr_bounce_ep_t *bep, int is_put,
-                        const uct_rc_gdr_bounce_local_t *local,
+                        unsigned route, const uct_rc_gdr_bounce_local_t *local,
                         uint64_t remote_addr, const uct_rc_gdr_rkey_t *rkey,
                         uct_completion_t *comp)
 {
     uct_rc_gdr_iface_t *iface         = uct_rc_gdr_bounce_ep_iface(bep);
     uct_rc_gdr_bounce_iface_t *b      = iface->bounce;
-    int remote_keyless                = !uct_rc_gdr_rkey_nic_allows(rkey,
-                                                                    is_put);
+    int remote_keyless                = route &
+                                        UCT_RC_GDR_BOUNCE_REMOTE_KEYLESS;
+    int staged                        = route &
+                                        UCT_RC_GDR_BOUNCE_LOCAL_STAGED;
     uct_rc_gdr_stage_engine_t *engine = NULL;
     uct_rc_gdr_bounce_wire_t *wire    = NULL;
     uct_rc_gdr_bounce_xfer_t *xfer;
@@ -261,7 +105,7 @@ uct_rc_gdr_bounce_start(uct_rc_gdr_bounce_ep_t *bep, int is_put,
     khiter_t iter;
     int ret;
 
-    if (local->staged) {
+    if (staged) {
         status = uct_rc_gdr_bounce_engine(b, local->gpu, &engine);
         if (status != UCS_OK) {
             return status;
@@ -308,7 +152,7 @@ uct_rc_gdr_bounce_start(uct_rc_gdr_bounce_ep_t *bep, int is_put,
     if (xfer->kind == UCT_RC_GDR_BOUNCE_GET_MSG) {
         /* a GET_REQ, then the data (or an error ACK) */
         wire = uct_rc_gdr_bounce_wire_new(bep, xfer,
-                                          UCT_RC_GDR_BOUNCE_REPORT_XFER,
+                                          uct_rc_gdr_bounce_xfer_part_done,
                                           UCT_RC_GDR_BOUNCE_MSG_GET_REQ);
         if (wire == NULL) {
             status = UCS_ERR_NO_MEMORY;
@@ -318,11 +162,11 @@ uct_rc_gdr_bounce_start(uct_rc_gdr_bounce_ep_t *bep, int is_put,
         wire->hdr.token_hi = rkey->token_hi;
         wire->hdr.addr     = remote_addr;
         wire->hdr.length = xfer->length;
-    } else if ((xfer->kind == UCT_RC_GDR_BOUNCE_PUT_MSG) && !local->staged) {
+    } else if ((xfer->kind == UCT_RC_GDR_BOUNCE_PUT_MSG) && !staged) {
         /* the data straight from its NIC key (or copied into each message:
          * no key), then the ACK */
         wire = uct_rc_gdr_bounce_wire_new(bep, xfer,
-                                          UCT_RC_GDR_BOUNCE_REPORT_XFER,
+                                          uct_rc_gdr_bounce_xfer_part_done,
                                           UCT_RC_GDR_BOUNCE_MSG_PUT_DATA);
         if (wire == NULL) {
             status = UCS_ERR_NO_MEMORY;
@@ -336,7 +180,8 @@ uct_rc_gdr_bounce_start(uct_rc_gdr_bounce_ep_t *bep, int is_put,
         wire->hdr.token_hi = rkey->token_hi;
         wire->hdr.addr     = remote_addr;
     } else {
-        status = uct_rc_gdr_bounce_xfer_stage(xfer, engine);
+        status = uct_rc_gdr_bounce_xfer_stage(
+                xfer, engine, &uct_rc_gdr_bounce_xfer_stage_ops);
         if (status != UCS_OK) {
             if (status == UCS_ERR_NO_RESOURCE) {
                 b->blocked = 1;
@@ -376,12 +221,11 @@ err_free:
 
 
 ucs_status_t uct_rc_gdr_bounce_zcopy(uct_rc_gdr_ep_t *ep, int is_put,
-                                     const uct_iov_t *iov, size_t iovcnt,
-                                     uint64_t remote_addr,
+                                     unsigned route, const uct_iov_t *iov,
+                                     size_t iovcnt, uint64_t remote_addr,
                                      const uct_rc_gdr_rkey_t *rkey,
                                      uct_completion_t *comp)
 {
-    uct_rc_gdr_iface_t *iface  = uct_rc_gdr_ep_iface(ep);
     const uct_iov_t *entry     = NULL;
     uct_rc_gdr_bounce_local_t local;
     uct_rc_gdr_bounce_ep_t *bep;
@@ -405,9 +249,7 @@ ucs_status_t uct_rc_gdr_bounce_zcopy(uct_rc_gdr_ep_t *ep, int is_put,
         return UCS_OK; /* nothing to move */
     }
 
-    status = uct_rc_gdr_bounce_admit(ep,
-                                     !uct_rc_gdr_rkey_nic_allows(rkey, is_put),
-                                     is_put, &bep);
+    status = uct_rc_gdr_bounce_admit(ep, route, is_put, &bep);
     if (status != UCS_OK) {
         return status;
     }
@@ -417,15 +259,13 @@ ucs_status_t uct_rc_gdr_bounce_zcopy(uct_rc_gdr_ep_t *ep, int is_put,
     local.length = uct_iov_get_length(entry);
     local.gpu    = -1;
     if (entry->memh != UCT_MEM_HANDLE_NULL) {
-        mr           = uct_rc_gdr_memh_mr(entry->memh);
-        local.staged = uct_rc_gdr_bounce_mr_staged(iface->bounce->md, mr,
-                                                   is_put);
-        local.gpu    = mr->gpu;
-        local.lkey   = local.staged ? 0 : mr->lkey;
+        mr         = uct_rc_gdr_memh_mr(entry->memh);
+        local.gpu  = mr->gpu;
+        local.lkey = (route & UCT_RC_GDR_BOUNCE_LOCAL_STAGED) ? 0 : mr->lkey;
     }
 
-    status = uct_rc_gdr_bounce_start(bep, is_put, &local, remote_addr, rkey,
-                                     comp);
+    status = uct_rc_gdr_bounce_start(bep, is_put, route, &local, remote_addr,
+                                     rkey, comp);
     return (status == UCS_OK) ? UCS_INPROGRESS : status;
 }
 
@@ -447,8 +287,9 @@ static ucs_status_t uct_rc_gdr_bounce_put_copy(uct_rc_gdr_ep_t *ep,
     local.length = length;
     local.gpu    = -1;
     local.owned  = copy;
-    status       = uct_rc_gdr_bounce_start(bep, 1, &local, remote_addr, rkey,
-                                           NULL);
+    status       = uct_rc_gdr_bounce_start(bep, 1,
+                                           UCT_RC_GDR_BOUNCE_REMOTE_KEYLESS,
+                                           &local, remote_addr, rkey, NULL);
     if (status != UCS_OK) {
         ucs_free(copy);
     }
@@ -466,7 +307,8 @@ ucs_status_t uct_rc_gdr_bounce_put_short(uct_rc_gdr_ep_t *ep,
     void *copy;
 
     ucs_assert(length > 0); /* zero bytes go on the wire without a key */
-    status = uct_rc_gdr_bounce_admit(ep, 1, 1, &bep);
+    status = uct_rc_gdr_bounce_admit(ep, UCT_RC_GDR_BOUNCE_REMOTE_KEYLESS, 1,
+                                     &bep);
     if (status != UCS_OK) {
         return status;
     }
@@ -495,7 +337,8 @@ ssize_t uct_rc_gdr_bounce_put_bcopy(uct_rc_gdr_ep_t *ep,
     size_t length;
     void *copy;
 
-    status = uct_rc_gdr_bounce_admit(ep, 1, 1, &bep);
+    status = uct_rc_gdr_bounce_admit(ep, UCT_RC_GDR_BOUNCE_REMOTE_KEYLESS, 1,
+                                     &bep);
     if (status != UCS_OK) {
         return status;
     }
@@ -531,7 +374,8 @@ ucs_status_t uct_rc_gdr_bounce_get_bcopy(uct_rc_gdr_ep_t *ep,
     ucs_status_t status;
 
     ucs_assert(length > 0); /* zero bytes go on the wire without a key */
-    status = uct_rc_gdr_bounce_admit(ep, 1, 0, &bep);
+    status = uct_rc_gdr_bounce_admit(ep, UCT_RC_GDR_BOUNCE_REMOTE_KEYLESS, 0,
+                                     &bep);
     if (status != UCS_OK) {
         return status;
     }
@@ -550,8 +394,8 @@ ucs_status_t uct_rc_gdr_bounce_get_bcopy(uct_rc_gdr_ep_t *ep,
         return UCS_ERR_NO_MEMORY;
     }
 
-    status = uct_rc_gdr_bounce_start(bep, 0, &local, remote_addr, rkey,
-                                     comp);
+    status = uct_rc_gdr_bounce_start(bep, 0, UCT_RC_GDR_BOUNCE_REMOTE_KEYLESS,
+                                     &local, remote_addr, rkey, comp);
     if (status != UCS_OK) {
         ucs_free(local.owned);
         return status;
@@ -561,111 +405,8 @@ ucs_status_t uct_rc_gdr_bounce_get_bcopy(uct_rc_gdr_ep_t *ep,
 
 
 /* ------------------------------------------------------------------------
- * Flush
- * ------------------------------------------------------------------------ */
-
-/* Both parts of a flush ended: the user's completion */
-static void uct_rc_gdr_bounce_flush_done(uct_completion_t *self)
-{
-    uct_rc_gdr_bounce_flush_t *flush;
-    uct_rc_gdr_bounce_ep_t *bep;
-    uct_completion_t *user;
-    ucs_status_t status;
-
-    flush  = ucs_container_of(self, uct_rc_gdr_bounce_flush_t, comp);
-    bep    = flush->bep;
-    user   = flush->user;
-    status = self->status;
-
-    ucs_list_del(&flush->list);
-    ucs_free(flush);
-    if (!uct_rc_gdr_bounce_ep_user_gone(bep)) {
-        uct_invoke_completion(user, status);
-    }
-}
-
-
-/* Flushes whose barrier passed: no transfer started before them is left */
-void uct_rc_gdr_bounce_ep_check_flushes(uct_rc_gdr_bounce_ep_t *bep)
-{
-    uct_rc_gdr_bounce_flush_t *flush, *tmp;
-    uint64_t oldest;
-
-    oldest = ucs_list_is_empty(&bep->xfers) ? UINT64_MAX :
-             ucs_list_head(&bep->xfers, uct_rc_gdr_bounce_xfer_t,
-                           list)->seq;
-    ucs_list_for_each_safe(flush, tmp, &bep->flushes, list) {
-        if (flush->seq > oldest) {
-            break;
-        }
-        if (!flush->barrier_passed) {
-            flush->barrier_passed = 1;
-            uct_invoke_completion(&flush->comp, UCS_OK);
-            if (bep->gone) {
-                break; /* the user destroyed the endpoint: flushes freed */
-            }
-        }
-    }
-}
-
-
-int uct_rc_gdr_bounce_ep_busy(uct_rc_gdr_ep_t *ep)
-{
-    return (ep->bounce != NULL) && !ucs_list_is_empty(&ep->bounce->xfers);
-}
-
-
-/*
- * The bounce lane's part of an endpoint flush: a barrier behind the
- * transfers started before it (ACKs included), and a completion with one
- * reference for the barrier and one for the endpoint's own part, if any;
- * the user's completes when both are gone.
- */
-ucs_status_t uct_rc_gdr_bounce_ep_flush(uct_rc_gdr_ep_t *ep, int own_part,
-                                        uct_completion_t **comp_p)
-{
-    uct_rc_gdr_bounce_ep_t *bep = ep->bounce;
-    uct_rc_gdr_bounce_flush_t *flush;
-
-    flush = ucs_malloc(sizeof(*flush), "rc_gdr_bounce_flush");
-    if (flush == NULL) {
-        ucs_error("rc_gdr: failed to allocate a flush of the bounce lane");
-        return UCS_ERR_NO_MEMORY;
-    }
-
-    flush->comp.func      = uct_rc_gdr_bounce_flush_done;
-    flush->comp.count     = own_part ? 2 : 1;
-    flush->comp.status    = UCS_OK;
-    flush->bep            = bep;
-    flush->user           = *comp_p;
-    flush->seq            = bep->next_seq;
-    flush->barrier_passed = 0;
-    ucs_list_add_tail(&bep->flushes, &flush->list);
-    *comp_p = &flush->comp;
-    return UCS_OK;
-}
-
-
-int uct_rc_gdr_bounce_ep_blocked(uct_rc_gdr_ep_t *ep)
-{
-    return uct_rc_gdr_ep_iface(ep)->bounce->blocked;
-}
-
-
-/* ------------------------------------------------------------------------
  * Replies of the peer
  * ------------------------------------------------------------------------ */
-
-/* The reply of the peer came, or will not come */
-void uct_rc_gdr_bounce_xfer_replied(uct_rc_gdr_bounce_xfer_t *xfer,
-                                           ucs_status_t status)
-{
-    ucs_assert(xfer->awaiting);
-    xfer->awaiting = 0;
-    --xfer->bep->num_awaiting;
-    uct_rc_gdr_bounce_xfer_put_ref(xfer, status);
-}
-
 
 /* A reply to one of our transfers: checked against what we asked */
 static uct_rc_gdr_bounce_xfer_t *

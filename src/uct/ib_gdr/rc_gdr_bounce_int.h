@@ -1,9 +1,31 @@
 /**
- * rc_gdr bounce lane, inside: its objects and the functions its files share
- * (rc_gdr_bounce.c: state, engine, progress; rc_gdr_bounce_wire.c: messages;
- * rc_gdr_bounce_initiator.c: transfers started here; rc_gdr_bounce_target.c:
- * requests of the peer). The endpoint and the interface see rc_gdr_bounce.h
- * only.
+ * rc_gdr bounce lane, inside: its objects and the functions its files share.
+ * The endpoint and the interface see rc_gdr_bounce.h only.
+ *
+ * Layers, each file calling only those below it (contrib/check-circles.sh
+ * holds CI to it):
+ *
+ *   rc_gdr_bounce.c            top: the dispatcher of received messages,
+ *                              progress (timeouts, a dead endpoint's sweep,
+ *                              queued messages, waiting gets), open/close
+ *   rc_gdr_bounce_initiator.c  roles: the endpoint's operations and the
+ *   rc_gdr_bounce_target.c     peer's replies; the peer's puts and gets
+ *   rc_gdr_bounce_xfer.c       transfers: their end, the flush barrier, the
+ *                              staging engine's chunks on the wire
+ *   rc_gdr_bounce_wire.c       wire units: internal messages in order, one
+ *                              completion per unit
+ *   rc_gdr_bounce_core.c       core: knobs, state, CUDA contexts, staging
+ *                              engines, statistics
+ *
+ * Below them all: the endpoint's posting layer (rc_gdr_ep.inl), the staging
+ * engine (rc_gdr_stage.h), the md, CUDA. The endpoint, above them all, calls
+ * the entry points of rc_gdr_bounce.h wherever they live. What comes up
+ * arrives through callbacks: a wire unit reports through the function its
+ * maker stored in it, the engine through the stage ops its transfer gave,
+ * the interface through the lane ops (uct_rc_gdr_iface_lane_ops_t). The
+ * wire layer reads and advances the message state of the transfer its unit
+ * carries (next message index, deadline, last message sent): data, never a
+ * call.
  *
  * Objects, and who owns what:
  *
@@ -29,12 +51,6 @@
  * needs one "put arriving" state per endpoint) as credits and send queue
  * allow, from the interface's progress. Nothing here calls a user callback,
  * or the engine's wire_done(), from inside a UCT operation or post().
- *
- * Calls go down: the endpoint calls the lane's entry points (rc_gdr_bounce.h),
- * the lane posts through the endpoint's posting layer (rc_gdr_ep.inl).
- * What comes up arrives through callbacks: completions through the
- * uct_completion_t of each work request, received messages and progress
- * through the lane ops the interface was given (uct_rc_gdr_iface_lane_ops_t).
  *
  * See file LICENSE for terms.
  */
@@ -109,14 +125,6 @@ typedef enum {
 } uct_rc_gdr_bounce_kind_t;
 
 
-/* What a wire unit's completion reports to */
-typedef enum {
-    UCT_RC_GDR_BOUNCE_REPORT_NONE,  /* an ACK: nobody waits for it */
-    UCT_RC_GDR_BOUNCE_REPORT_STAGE, /* a staged chunk: the engine */
-    UCT_RC_GDR_BOUNCE_REPORT_XFER   /* a part of a transfer */
-} uct_rc_gdr_bounce_report_t;
-
-
 /* What a peer may do again and again, said once per interface (the
  * counters count every one): rc_gdr_log.h */
 typedef enum {
@@ -129,6 +137,14 @@ typedef enum {
 typedef struct uct_rc_gdr_bounce_xfer uct_rc_gdr_bounce_xfer_t;
 
 
+/* What a wire unit reports to once its work requests completed, set by
+ * whoever made it (a staged chunk tells the engine, a transfer's message
+ * run the transfer): the wire layer knows no kinds of transfer */
+typedef void (*uct_rc_gdr_bounce_wire_cb_t)(uct_rc_gdr_bounce_xfer_t *xfer,
+                                            unsigned chunk,
+                                            ucs_status_t status);
+
+
 typedef struct uct_rc_gdr_bounce_wire {
     uct_completion_t         comp;        /* count: 1 while posting + work
                                              requests in flight */
@@ -136,8 +152,9 @@ typedef struct uct_rc_gdr_bounce_wire {
     ucs_list_link_t          sendq;       /* bep->sendq, while queued */
     uct_rc_gdr_bounce_ep_t   *bep;
     uct_rc_gdr_bounce_xfer_t *xfer;       /* NULL for an ACK */
-    unsigned                 chunk;       /* REPORT_STAGE: engine's chunk */
-    uint8_t                  report;      /* uct_rc_gdr_bounce_report_t */
+    uct_rc_gdr_bounce_wire_cb_t cb;       /* with xfer and chunk; NULL for
+                                             an ACK: nobody waits for it */
+    unsigned                 chunk;       /* a staged chunk: engine's */
     uint8_t                  queued;
     uint8_t                  last;        /* its last message ends a put */
     const char               *src;        /* message payload */
@@ -317,7 +334,7 @@ static inline uint32_t uct_rc_gdr_bounce_buf_lkey(uct_rc_gdr_stage_buf_t *buf)
 
 
 /*
- * rc_gdr_bounce.c: state, the staging engine, the end of a transfer
+ * Core (rc_gdr_bounce_core.c): state, contexts, engines, statistics
  */
 
 void uct_rc_gdr_bounce_update_stats(uct_rc_gdr_bounce_iface_t *b);
@@ -334,19 +351,30 @@ ucs_status_t uct_rc_gdr_bounce_engine(uct_rc_gdr_bounce_iface_t *b, int gpu,
 /** The lane's state of an endpoint, made at its first use. */
 uct_rc_gdr_bounce_ep_t *uct_rc_gdr_bounce_ep_get(uct_rc_gdr_ep_t *ep);
 
-/** A part of @a xfer ended; the last one ends the transfer. */
-void uct_rc_gdr_bounce_xfer_put_ref(uct_rc_gdr_bounce_xfer_t *xfer,
-                                    ucs_status_t status);
+/** The lane's state of an endpoint gone: freed now, or when the outermost
+ *  lane call returns. */
+void uct_rc_gdr_bounce_ep_release(uct_rc_gdr_bounce_iface_t *b,
+                                  uct_rc_gdr_bounce_ep_t *bep);
+
+/** The lane's state of an interface, from checked knobs. */
+ucs_status_t
+uct_rc_gdr_bounce_iface_create(uct_rc_gdr_iface_t *iface,
+                               const uct_rc_gdr_bounce_config_t *config,
+                               uct_rc_gdr_bounce_iface_t **b_p);
+
+/** Engines, pool and contexts released; no endpoint state is left. */
+void uct_rc_gdr_bounce_iface_destroy(uct_rc_gdr_bounce_iface_t *b);
 
 
 /*
- * rc_gdr_bounce_wire.c: wire units and internal messages
+ * Wire units (rc_gdr_bounce_wire.c): internal messages and their completion
  */
 
+/** A unit that reports to @a cb (may be NULL), with its message @a type */
 uct_rc_gdr_bounce_wire_t *
 uct_rc_gdr_bounce_wire_new(uct_rc_gdr_bounce_ep_t *bep,
-                           uct_rc_gdr_bounce_xfer_t *xfer, uint8_t report,
-                           uint8_t type);
+                           uct_rc_gdr_bounce_xfer_t *xfer,
+                           uct_rc_gdr_bounce_wire_cb_t cb, uint8_t type);
 void uct_rc_gdr_bounce_wire_free(uct_rc_gdr_bounce_wire_t *wire);
 void uct_rc_gdr_bounce_wire_enqueue(uct_rc_gdr_bounce_wire_t *wire);
 void uct_rc_gdr_bounce_wire_dequeue(uct_rc_gdr_bounce_wire_t *wire);
@@ -357,27 +385,40 @@ void uct_rc_gdr_bounce_ep_pump(uct_rc_gdr_bounce_ep_t *bep);
 void uct_rc_gdr_bounce_send_ack(uct_rc_gdr_bounce_ep_t *bep,
                                 uint32_t xfer_id, ucs_status_t status);
 
-/** A received SEND with the internal imm bit (the interface's lane ops):
- *  checked, then handed to the initiator or the target side. @a ep is NULL
- *  when the QP is unknown (the message is dropped). */
-void uct_rc_gdr_bounce_recv(uct_rc_gdr_iface_t *iface, uct_rc_gdr_ep_t *ep,
-                            const void *data, size_t length);
-
 
 /*
- * rc_gdr_bounce_initiator.c: transfers started on this side
+ * Transfers (rc_gdr_bounce_xfer.c): their end, the flush barrier, chunks
  */
 
-/** Flushes whose barrier passed: no transfer started before them is left. */
-void uct_rc_gdr_bounce_ep_check_flushes(uct_rc_gdr_bounce_ep_t *bep);
+/** A part of @a xfer ended; the last one ends the transfer. */
+void uct_rc_gdr_bounce_xfer_put_ref(uct_rc_gdr_bounce_xfer_t *xfer,
+                                    ucs_status_t status);
 
 /** The reply of the peer came, or will not come. */
 void uct_rc_gdr_bounce_xfer_replied(uct_rc_gdr_bounce_xfer_t *xfer,
                                     ucs_status_t status);
 
-/** Hands @a xfer to the staging engine (staged transfers, served gets). */
+/** A wire unit's callback: a part of the transfer (a message run) is out. */
+void uct_rc_gdr_bounce_xfer_part_done(uct_rc_gdr_bounce_xfer_t *xfer,
+                                      unsigned chunk, ucs_status_t status);
+
+/** The staging engine's post() and complete() for a transfer (@a arg); a
+ *  role that checks each chunk first wraps the post. */
+ucs_status_t uct_rc_gdr_bounce_xfer_stage_post(void *arg, unsigned chunk,
+                                               uct_rc_gdr_stage_buf_t *buf,
+                                               size_t length, size_t offset);
+void uct_rc_gdr_bounce_xfer_stage_complete(void *arg, ucs_status_t status);
+extern const uct_rc_gdr_stage_ops_t uct_rc_gdr_bounce_xfer_stage_ops;
+
+/** Hands @a xfer to the staging engine, which calls @a ops. */
 ucs_status_t uct_rc_gdr_bounce_xfer_stage(uct_rc_gdr_bounce_xfer_t *xfer,
-                                          uct_rc_gdr_stage_engine_t *engine);
+                                          uct_rc_gdr_stage_engine_t *engine,
+                                          const uct_rc_gdr_stage_ops_t *ops);
+
+
+/*
+ * Initiator role (rc_gdr_bounce_initiator.c): the peer's replies
+ */
 
 void uct_rc_gdr_bounce_recv_get_data(uct_rc_gdr_bounce_ep_t *bep,
                                      const uct_rc_gdr_bounce_hdr_t *hdr,
@@ -387,7 +428,7 @@ void uct_rc_gdr_bounce_recv_ack(uct_rc_gdr_bounce_ep_t *bep,
 
 
 /*
- * rc_gdr_bounce_target.c: requests of the peer
+ * Target role (rc_gdr_bounce_target.c): requests of the peer
  */
 
 /** Starts answering a validated get; UCS_ERR_NO_RESOURCE keeps it waiting
@@ -397,10 +438,6 @@ ucs_status_t uct_rc_gdr_bounce_serve_start(uct_rc_gdr_bounce_xfer_t *xfer);
 /** Served gets whose live peer took no data in BOUNCE_TIMEOUT: dropped. */
 unsigned uct_rc_gdr_bounce_serve_timeouts(uct_rc_gdr_bounce_ep_t *bep,
                                           ucs_time_t now);
-
-/** A chunk of a served get is still the registration's to send. */
-ucs_status_t uct_rc_gdr_bounce_serve_check(uct_rc_gdr_bounce_xfer_t *xfer,
-                                           size_t offset, size_t length);
 
 void uct_rc_gdr_bounce_recv_put_data(uct_rc_gdr_bounce_ep_t *bep,
                                      const uct_rc_gdr_bounce_hdr_t *hdr,

@@ -1,9 +1,10 @@
 /**
- * rc_gdr bounce lane, target side: the peer's puts (PUT_DATA copied into
- * the registration it names, then an ACK) and gets (GET_REQ served from GPU
- * memory through the staging engine as GET_DATA messages). Everything a peer
- * names is checked by the md before it is touched (doc/DESIGN.md section 3,
- * "What a peer may do").
+ * rc_gdr bounce lane, target role, above the transfers
+ * (rc_gdr_bounce_int.h): the peer's puts (PUT_DATA copied into the
+ * registration it names, then an ACK) and gets (GET_REQ served from GPU
+ * memory through the staging engine as GET_DATA messages). Everything a
+ * peer names is checked by the md before it is touched (doc/DESIGN.md
+ * section 3, "What a peer may do").
  *
  * See file LICENSE for terms.
  */
@@ -42,7 +43,8 @@ static ucs_status_t uct_rc_gdr_bounce_target(uct_rc_gdr_bounce_iface_t *b,
  * registration the request named is still the one alive, and the chunk in
  * its bytes. Memory freed (or deregistered) meanwhile stops the get: the
  * peer gets an error, never the bytes of whatever lives there now. */
-ucs_status_t uct_rc_gdr_bounce_serve_check(uct_rc_gdr_bounce_xfer_t *xfer,
+static ucs_status_t
+uct_rc_gdr_bounce_serve_check(uct_rc_gdr_bounce_xfer_t *xfer,
                                            size_t offset, size_t length)
 {
     uct_rc_gdr_iface_t *iface = uct_rc_gdr_bounce_ep_iface(xfer->bep);
@@ -61,6 +63,36 @@ ucs_status_t uct_rc_gdr_bounce_serve_check(uct_rc_gdr_bounce_xfer_t *xfer,
               "away at offset %zu: stopped", xfer->id, xfer->local, offset);
     return UCS_ERR_INVALID_ADDR;
 }
+
+
+/* The engine's post for a served get: a chunk copied, not yet sent, goes
+ * out only if the memory was still registered after the copy (so before
+ * any reuse) */
+static ucs_status_t uct_rc_gdr_bounce_serve_post(void *arg, unsigned chunk,
+                                                 uct_rc_gdr_stage_buf_t *buf,
+                                                 size_t length, size_t offset)
+{
+    uct_rc_gdr_bounce_xfer_t *xfer = arg;
+    ucs_status_t status;
+
+    if (uct_rc_gdr_bounce_ep_is_dead(xfer->bep)) {
+        return uct_rc_gdr_bounce_ep_dead_status(xfer->bep);
+    }
+
+    status = uct_rc_gdr_bounce_serve_check(xfer, offset, length);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    return uct_rc_gdr_bounce_xfer_stage_post(arg, chunk, buf, length, offset);
+}
+
+
+static const uct_rc_gdr_stage_ops_t uct_rc_gdr_bounce_serve_ops = {
+    .post       = uct_rc_gdr_bounce_serve_post,
+    .chunk_done = NULL,
+    .complete   = uct_rc_gdr_bounce_xfer_stage_complete
+};
 
 
 /* Target: starts answering a validated get; UCS_ERR_NO_RESOURCE keeps it
@@ -82,7 +114,8 @@ uct_rc_gdr_bounce_serve_start(uct_rc_gdr_bounce_xfer_t *xfer)
 
     status = uct_rc_gdr_bounce_engine(b, xfer->gpu, &engine);
     if (status == UCS_OK) {
-        status = uct_rc_gdr_bounce_xfer_stage(xfer, engine);
+        status = uct_rc_gdr_bounce_xfer_stage(xfer, engine,
+                                              &uct_rc_gdr_bounce_serve_ops);
     }
 
     if (status == UCS_ERR_NO_RESOURCE) {

@@ -1,9 +1,10 @@
 /**
- * rc_gdr bounce lane: wire units and internal messages (rc_gdr_bounce_int.h
- * has the message format). A unit posts its messages in order as credits
- * and the send queue allow; the completions of its work requests come back
- * through its uct_completion_t; a received message is checked here and
- * handed to the initiator or the target side.
+ * rc_gdr bounce lane, wire units: the layer above the core
+ * (rc_gdr_bounce_int.h, which has the message format). A unit posts its
+ * messages in order as credits and the send queue allow; the completions of
+ * its work requests come back through its uct_completion_t, and the unit
+ * reports to the callback its maker stored. Received messages are the top
+ * layer's (rc_gdr_bounce.c).
  *
  * See file LICENSE for terms.
  */
@@ -30,8 +31,8 @@ static void uct_rc_gdr_bounce_wire_done(uct_completion_t *self);
 
 uct_rc_gdr_bounce_wire_t *
 uct_rc_gdr_bounce_wire_new(uct_rc_gdr_bounce_ep_t *bep,
-                           uct_rc_gdr_bounce_xfer_t *xfer, uint8_t report,
-                           uint8_t type)
+                           uct_rc_gdr_bounce_xfer_t *xfer,
+                           uct_rc_gdr_bounce_wire_cb_t cb, uint8_t type)
 {
     uct_rc_gdr_bounce_wire_t *wire;
 
@@ -46,7 +47,7 @@ uct_rc_gdr_bounce_wire_new(uct_rc_gdr_bounce_ep_t *bep,
     wire->comp.status  = UCS_OK;
     wire->bep          = bep;
     wire->xfer         = xfer;
-    wire->report       = report;
+    wire->cb           = cb;
     wire->post_status  = UCS_OK;
     wire->hdr.type     = type;
     if (xfer != NULL) {
@@ -106,7 +107,7 @@ static void uct_rc_gdr_bounce_wire_done(uct_completion_t *self)
     uct_rc_gdr_bounce_iface_t *b   = uct_rc_gdr_bounce_ep_iface(wire->bep)->
                                      bounce;
     ucs_status_t status            = self->status;
-    uint8_t report                 = wire->report;
+    uct_rc_gdr_bounce_wire_cb_t cb = wire->cb;
     unsigned chunk                 = wire->chunk;
 
     if (status == UCS_OK) {
@@ -117,19 +118,8 @@ static void uct_rc_gdr_bounce_wire_done(uct_completion_t *self)
     /* from a send completion too: the user's callback may destroy the
      * endpoint while the lane still walks it */
     uct_rc_gdr_bounce_enter(b);
-    switch (report) {
-    case UCT_RC_GDR_BOUNCE_REPORT_STAGE:
-        if (status == UCS_OK) {
-            uct_rc_gdr_stage_wire_done(xfer->stage, chunk);
-        } else {
-            uct_rc_gdr_stage_wire_error(xfer->stage, chunk, status);
-        }
-        break;
-    case UCT_RC_GDR_BOUNCE_REPORT_XFER:
-        uct_rc_gdr_bounce_xfer_put_ref(xfer, status);
-        break;
-    default:
-        break;
+    if (cb != NULL) {
+        cb(xfer, chunk, status);
     }
     uct_rc_gdr_bounce_leave(b);
 }
@@ -205,10 +195,9 @@ uct_rc_gdr_bounce_wire_post_msg(uct_rc_gdr_bounce_wire_t *wire)
 
     ++wire->comp.count;
     wire->posted += length;
-    if ((wire->xfer != NULL) &&
-        (wire->xfer->awaiting ||
-         (wire->xfer->kind == UCT_RC_GDR_BOUNCE_SERVE_GET))) {
-        /* the peer took a message (its credits came): it is alive */
+    if (wire->xfer != NULL) {
+        /* the peer took a message (its credits came): it is alive. Only a
+         * transfer that waits for the peer, or a served get, reads it. */
         wire->xfer->deadline = ucs_get_time() + b->timeout;
     }
     if (hdr->type == UCT_RC_GDR_BOUNCE_MSG_PUT_DATA) {
@@ -279,7 +268,7 @@ void uct_rc_gdr_bounce_send_ack(uct_rc_gdr_bounce_ep_t *bep,
         return;
     }
 
-    wire = uct_rc_gdr_bounce_wire_new(bep, NULL, UCT_RC_GDR_BOUNCE_REPORT_NONE,
+    wire = uct_rc_gdr_bounce_wire_new(bep, NULL, NULL,
                                       UCT_RC_GDR_BOUNCE_MSG_ACK);
     if (wire == NULL) {
         return; /* the initiator's transfer fails when the QP does */
@@ -289,78 +278,4 @@ void uct_rc_gdr_bounce_send_ack(uct_rc_gdr_bounce_ep_t *bep,
     wire->hdr.status  = status;
     uct_rc_gdr_bounce_wire_enqueue(wire);
     uct_rc_gdr_bounce_ep_pump(bep);
-}
-
-
-/* ------------------------------------------------------------------------
- * Received messages
- * ------------------------------------------------------------------------ */
-
-void uct_rc_gdr_bounce_recv(uct_rc_gdr_iface_t *iface, uct_rc_gdr_ep_t *ep,
-                            const void *data, size_t length)
-{
-    size_t payload_len = length - sizeof(uct_rc_gdr_bounce_hdr_t);
-    uct_rc_gdr_bounce_hdr_t hdr;
-    uct_rc_gdr_bounce_ep_t *bep;
-    int ok;
-
-    if ((ep == NULL) || (length < sizeof(hdr))) {
-        if (iface->stats.bounce_malformed++ == 0) {
-            ucs_error("rc_gdr: bounce message of %zu bytes from %s: dropped "
-                      "(counted)", length,
-                      (ep == NULL) ? "an unknown QP" : "a peer");
-        }
-        return;
-    }
-
-    memcpy(&hdr, data, sizeof(hdr));
-    switch (hdr.type) {
-    case UCT_RC_GDR_BOUNCE_MSG_PUT_DATA:
-    case UCT_RC_GDR_BOUNCE_MSG_GET_DATA:
-        ok = (hdr.length == payload_len);
-        break;
-    case UCT_RC_GDR_BOUNCE_MSG_GET_REQ:
-    case UCT_RC_GDR_BOUNCE_MSG_ACK:
-        ok = (payload_len == 0);
-        break;
-    default:
-        ok = 0;
-        break;
-    }
-    if (!ok) {
-        if (iface->stats.bounce_malformed++ == 0) {
-            ucs_error("rc_gdr: QP 0x%x: malformed bounce message (type %u, "
-                      "length %" PRIu64 ", %zu bytes): dropped (counted)",
-                      ep->qp->qp_num, hdr.type, hdr.length, length);
-        }
-        return;
-    }
-
-    bep = uct_rc_gdr_bounce_ep_get(ep);
-    if ((bep == NULL) || bep->gone) {
-        return;
-    }
-
-    uct_rc_gdr_bounce_enter(iface->bounce);
-
-    switch (hdr.type) {
-    case UCT_RC_GDR_BOUNCE_MSG_PUT_DATA:
-        uct_rc_gdr_bounce_recv_put_data(bep, &hdr,
-                                        UCS_PTR_BYTE_OFFSET(data,
-                                                            sizeof(hdr)));
-        break;
-    case UCT_RC_GDR_BOUNCE_MSG_GET_REQ:
-        uct_rc_gdr_bounce_recv_get_req(bep, &hdr);
-        break;
-    case UCT_RC_GDR_BOUNCE_MSG_GET_DATA:
-        uct_rc_gdr_bounce_recv_get_data(bep, &hdr,
-                                        UCS_PTR_BYTE_OFFSET(data,
-                                                            sizeof(hdr)));
-        break;
-    default:
-        uct_rc_gdr_bounce_recv_ack(bep, &hdr);
-        break;
-    }
-    uct_rc_gdr_bounce_leave(iface->bounce);
-    uct_rc_gdr_bounce_update_stats(iface->bounce);
 }

@@ -268,8 +268,13 @@ uct_rc_gdr_ep_rdma_zcopy(uct_rc_gdr_ep_t *ep, enum ibv_wr_opcode opcode,
         if (uct_rc_gdr_ep_behind_pending(ep)) {
             return UCS_ERR_NO_RESOURCE;
         }
-        return uct_rc_gdr_bounce_zcopy(ep, is_write, iov, iovcnt, remote_addr,
-                                       &remote_key, comp);
+        return uct_rc_gdr_bounce_zcopy(ep, is_write,
+                                       ((lane == UCT_RC_GDR_EP_LANE_BOUNCE) ?
+                                        UCT_RC_GDR_BOUNCE_REMOTE_KEYLESS : 0) |
+                                       (staged ?
+                                        UCT_RC_GDR_BOUNCE_LOCAL_STAGED : 0),
+                                       iov, iovcnt, remote_addr, &remote_key,
+                                       comp);
     }
 
     status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_SEND, 0, &op);

@@ -1,0 +1,4 @@
+#ifndef Y_H_
+#define Y_H_
+#include "x.h"
+#endif
