@@ -1,6 +1,6 @@
 /*
  * CUDA free events reach their subscribers before the memory goes
- * (src/ucm/rc_gdr_ucm_cuda.c).
+ * (src/ucm/rc_gdr_ucm_cuda.c, patching through src/ucm/rc_gdr_ucm_bistro.c).
  *
  * The hooks are process-global, so this is a binary of its own. Before any
  * test runs, its environment does what an application does: libcudart is
