@@ -47,6 +47,7 @@
 #include <ucm/rc_gdr_ucm.h>
 #include <uct/ib_gdr/rc_gdr_cuda.h>
 #include "../test_str.h"
+#include "../cuda_alloc.h"
 
 #include <ucm/api/ucm.h>
 #include <ucs/memory/memory_type.h>
