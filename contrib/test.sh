@@ -145,12 +145,14 @@ build/test/gtest/gtest_rc_gdr 2>&1 | tee "$OUT/unit" |
 tally_gtest "$OUT/unit"
 
 echo "== tier 1: the unpackers of peer input, fuzzed under AddressSanitizer"
-build/test/gtest/fuzz_addr 2>&1 | tee "$OUT/fuzz"
-tally_plain "$OUT/fuzz"
+build/test/gtest/fuzz_addr 2>&1 | tee "$OUT/fuzz" |
+    grep -E '^\[  (FAILED|SKIPPED|PASSED) |^\[ +(FAILED|SKIPPED) +\]' || true
+tally_gtest "$OUT/fuzz"
 
 echo "== tier 1: the md under ThreadSanitizer, free hooks on other threads"
-TSAN_OPTIONS=halt_on_error=1 build/test/gtest/tsan_md 2>&1 | tee "$OUT/tsan"
-tally_plain "$OUT/tsan"
+TSAN_OPTIONS=halt_on_error=1 build/test/gtest/tsan_md 2>&1 | tee "$OUT/tsan" |
+    grep -E '^\[  (FAILED|SKIPPED|PASSED) |^\[ +(FAILED|SKIPPED) +\]' || true
+tally_gtest "$OUT/tsan"
 
 # UCM's mmap hooks would run in threads TSan has already torn down
 echo "== tier 1: the cache's biased lock under ThreadSanitizer"
