@@ -91,14 +91,31 @@ tally_counts() {
     tally $(echo "$line" | awk '{print $1, $3, $5}')
 }
 
-# Reads googletest's summary; no summary at all means the binary crashed.
+# Reads a googletest JSON report (GTEST_OUTPUT=json:FILE): the tests that
+# ran, as passed, failed and skipped. No report, or one that does not parse,
+# means the binary crashed or hung: one failure.
 tally_gtest() {
-    local p f s
-    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$1" | tail -n1)
-    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$1" | tail -n1)
-    s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$1" | tail -n1)
-    [ -z "$p" ] && f=${f:-1}
-    tally "${p:-0}" "${f:-0}" "${s:-0}"
+    local counts
+    counts=$(python3 -c '
+import json, sys
+p = f = s = 0
+for suite in json.load(open(sys.argv[1]))["testsuites"]:
+    for test in suite["testsuite"]:
+        if test.get("status") != "RUN":
+            continue
+        if test.get("failures"):
+            f += 1
+        elif test.get("result") == "SKIPPED":
+            s += 1
+        else:
+            p += 1
+print(p, f, s)' "$1" 2> /dev/null)
+    if [ -z "$counts" ]; then
+        tally 0 1 0
+        return
+    fi
+    # shellcheck disable=SC2086  # three numbers
+    tally $counts
 }
 
 echo "== setup and build"
@@ -141,9 +158,10 @@ if [ -n "$RELEASES" ]; then
 fi
 
 echo "== tier 1: unit tests"
-build/test/gtest/gtest_rc_gdr 2>&1 | tee "$OUT/unit" |
+GTEST_OUTPUT=json:$OUT/unit.json build/test/gtest/gtest_rc_gdr 2>&1 |
+    tee "$OUT/unit" |
     grep -E '^\[  (FAILED|SKIPPED|PASSED) |^\[ +(FAILED|SKIPPED) +\]' || true
-tally_gtest "$OUT/unit"
+tally_gtest "$OUT/unit.json"
 
 # One check: any circle in src/ fails it; its self-test first proves that
 # it finds the circles planted in test/circles
@@ -160,19 +178,24 @@ else
 fi
 
 echo "== tier 1: the unpackers of peer input, fuzzed under AddressSanitizer"
-build/test/gtest/fuzz_addr 2>&1 | tee "$OUT/fuzz"
-tally_plain "$OUT/fuzz"
+GTEST_OUTPUT=json:$OUT/fuzz.json build/test/gtest/fuzz_addr 2>&1 |
+    tee "$OUT/fuzz" |
+    grep -E '^\[  (FAILED|SKIPPED|PASSED) |^\[ +(FAILED|SKIPPED) +\]' || true
+tally_gtest "$OUT/fuzz.json"
 
 echo "== tier 1: the md under ThreadSanitizer, free hooks on other threads"
-TSAN_OPTIONS=halt_on_error=1 build/test/gtest/tsan_md 2>&1 | tee "$OUT/tsan"
-tally_plain "$OUT/tsan"
+TSAN_OPTIONS=halt_on_error=1 GTEST_OUTPUT=json:$OUT/tsan.json \
+    build/test/gtest/tsan_md 2>&1 | tee "$OUT/tsan" |
+    grep -E '^\[  (FAILED|SKIPPED|PASSED) |^\[ +(FAILED|SKIPPED) +\]' || true
+tally_gtest "$OUT/tsan.json"
 
 # UCM's mmap hooks would run in threads TSan has already torn down
 echo "== tier 1: the cache's biased lock under ThreadSanitizer"
 UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS=halt_on_error=1 \
+    GTEST_OUTPUT=json:$OUT/tsan-lock.json \
     build/test/gtest/tsan_lock 2>&1 | tee "$OUT/tsan-lock" |
     grep -E '^\[  (FAILED|SKIPPED|PASSED) |^\[ +(FAILED|SKIPPED) +\]' || true
-tally_gtest "$OUT/tsan-lock"
+tally_gtest "$OUT/tsan-lock.json"
 
 # The free hooks patch the stand-in driver here as they patch libcuda on a
 # GPU machine (tier 3): hooks, then forwarding from UCM, one process each.
@@ -184,10 +207,11 @@ for mode in hooks forward; do
         args=(--ucm-forward --gtest_filter='ucm_install.*:ucm_forward.*')
     fi
     RC_GDR_CUDA_LIBRARY=$PWD/build/test/mocks/libcuda.so.1 \
+        GTEST_OUTPUT=json:$OUT/ucm-fake-$mode.json \
         build/test/gtest/ucm/gtest_rc_gdr_ucm "${args[@]}" 2>&1 |
         tee "$OUT/ucm-fake-$mode" |
         grep -E '^\[  (FAILED|SKIPPED|PASSED) |^\[ +(FAILED|SKIPPED) +\]' || true
-    tally_gtest "$OUT/ucm-fake-$mode"
+    tally_gtest "$OUT/ucm-fake-$mode.json"
 done
 
 echo "== tier 1b: loading checks on the host"
@@ -220,15 +244,18 @@ echo "== tier 3: GPU"
 if [ -e /dev/nvidiactl ] || [ -e /dev/nvidia0 ]; then
     # The driver's attributes, memory kinds, DMA-BUF export, buffer IDs and
     # the staging engine on the real GPU; then the CUDA free hooks.
-    test/gpu/run_gpu_tests.sh -f 'cuda_gpu.*:stage.*' 2>&1 | tee "$OUT/gpu"
-    tally_gtest "$OUT/gpu"
-    build/test/gtest/ucm/gtest_rc_gdr_ucm --gtest_filter='-ucm_forward.*' \
-        2>&1 | tee "$OUT/ucm"
-    tally_gtest "$OUT/ucm"
-    build/test/gtest/ucm/gtest_rc_gdr_ucm --ucm-forward \
+    GTEST_OUTPUT=json:$OUT/gpu.json \
+        test/gpu/run_gpu_tests.sh -f 'cuda_gpu.*:stage.*' 2>&1 |
+        tee "$OUT/gpu"
+    tally_gtest "$OUT/gpu.json"
+    GTEST_OUTPUT=json:$OUT/ucm.json build/test/gtest/ucm/gtest_rc_gdr_ucm \
+        --gtest_filter='-ucm_forward.*' 2>&1 | tee "$OUT/ucm"
+    tally_gtest "$OUT/ucm.json"
+    GTEST_OUTPUT=json:$OUT/ucm-forward.json \
+        build/test/gtest/ucm/gtest_rc_gdr_ucm --ucm-forward \
         --gtest_filter='ucm_install.*:ucm_forward.*' 2>&1 |
         tee "$OUT/ucm-forward"
-    tally_gtest "$OUT/ucm-forward"
+    tally_gtest "$OUT/ucm-forward.json"
 else
     echo "SKIP tier 3: no GPU on this machine (the GPU suites run where" \
          "a CUDA driver and device are present)"
@@ -306,9 +333,10 @@ tier5_release() { # [--cuda] VERSION GUEST_FILTER GUEST_SECONDS ("": no guest)
     (if [ -n "$cuda" ]; then
          . contrib/env.sh --emulated-gpu "$build" > /dev/null || exit 1
      fi
-     exec "$build/test/gtest/gtest_rc_gdr") 2>&1 | tee "$OUT/unit-$build" |
+     GTEST_OUTPUT=json:$OUT/unit-$build.json \
+         exec "$build/test/gtest/gtest_rc_gdr") 2>&1 | tee "$OUT/unit-$build" |
         grep -E '^\[  (FAILED|PASSED) |^\[ +FAILED +\]' || true
-    tally_gtest "$OUT/unit-$build"
+    tally_gtest "$OUT/unit-$build.json"
 
     if [ -z "$cuda" ]; then
         RELEASE_BUILDS+=("$build")

@@ -21,6 +21,8 @@
  *             unreadable, PCI 0000:9B:00.0
  */
 
+#include "cuda_alloc.h"
+
 #include <uct/ib_gdr/rc_gdr_cuda.h>
 
 #include <gtest/gtest.h>

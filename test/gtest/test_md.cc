@@ -8,6 +8,7 @@
 
 #include "test_log.h"
 #include "test_sysfs.h"
+#include "cuda_alloc.h"
 
 #include <uct/ib_gdr/rc_gdr_addr.h>
 #include <uct/ib_gdr/rc_gdr_cuda.h>

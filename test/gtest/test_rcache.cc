@@ -5,6 +5,8 @@
  * See file LICENSE for terms.
  */
 
+#include "rcache_check.h"
+
 #include <uct/ib_gdr/rc_gdr_rcache.h>
 
 #include <ucs/debug/log_def.h>

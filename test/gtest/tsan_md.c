@@ -5,8 +5,7 @@
  * RDMA). UCP calls an iface from one thread at a time, but free hooks run
  * on whichever thread calls munmap or cudaFree (here: ucm_vm_munmap(), the
  * dispatch of UCM's unmap event): every race between them and the md is a
- * ThreadSanitizer report, and with TSAN_OPTIONS=halt_on_error=1
- * the program dies before its "N passed, N failed" line.
+ * ThreadSanitizer report. test_tsan_md.cc runs it as a googletest test.
  */
 
 #ifndef _GNU_SOURCE
@@ -135,7 +134,9 @@ static char *tsan_md_map(void)
     return p;
 }
 
-int main(int argc, char **argv)
+/* The whole run; returns the number of errors, each said on stderr. Needs
+ * UCX_MEM_MMAP_HOOK_MODE=none from the start (test_tsan_md.cc). */
+unsigned tsan_md_run(void)
 {
     pthread_t users[2], data_path, freer;
     uct_rc_gdr_md_stats_t stats;
@@ -144,16 +145,6 @@ int main(int argc, char **argv)
     ucs_status_t status;
     unsigned i;
 
-    /* The hooks report unmaps through ucm_vm_munmap() here: UCM's libc
-     * hooks (madvise of a thread's stack as it exits) run where TSan's
-     * thread state is already gone. UCM reads its mode when libucm loads,
-     * so the program starts again with it set. */
-    if (getenv("UCX_MEM_MMAP_HOOK_MODE") == NULL) {
-        setenv("UCX_MEM_MMAP_HOOK_MODE", "none", 1);
-        execv("/proc/self/exe", argv);
-        perror("tsan_md: execv");
-        return 1;
-    }
     ucm_set_external_event(UCM_EVENT_VM_UNMAPPED);
 
     status = uct_md_config_read(&uct_rc_gdr_component, NULL, NULL, &config);
@@ -164,7 +155,6 @@ int main(int argc, char **argv)
     }
     if (status != UCS_OK) {
         fprintf(stderr, "tsan_md: md open: %s\n", ucs_status_string(status));
-        printf("0 passed, 1 failed\n");
         return 1;
     }
 
@@ -172,7 +162,6 @@ int main(int argc, char **argv)
     gdr_md = ucs_derived_of(tsan_md.md, uct_rc_gdr_md_t);
     if (!gdr_md->mem_events) {
         fprintf(stderr, "tsan_md: no memory events in this process\n");
-        printf("0 passed, 1 failed\n");
         return 1;
     }
 
@@ -186,8 +175,7 @@ int main(int argc, char **argv)
                                 &tsan_md.held[i]);
         if (status != UCS_OK) {
             tsan_md_error("mem_reg", status);
-            printf("0 passed, 1 failed\n");
-            return 1;
+            return tsan_md.errors;
         }
     }
 
@@ -226,7 +214,5 @@ int main(int argc, char **argv)
            "errors, %u NIC registrations left\n", stats.invalidations,
            TSAN_MD_ITERATIONS, stats.cache_hits, tsan_md.errors,
            mock_verbs_live_count());
-    printf("%u passed, %u failed\n", (tsan_md.errors == 0) ? 1 : 0,
-           (tsan_md.errors == 0) ? 0 : 1);
-    return (tsan_md.errors == 0) ? 0 : 1;
+    return tsan_md.errors;
 }

@@ -1,12 +1,14 @@
 /**
- * rc_gdr: the CUDA driver shim (see rc_gdr_cuda.h).
+ * rc_gdr: the CUDA driver shim (see rc_gdr_cuda.h). Its entry-point table is
+ * rc_gdr_cuda_int.h; allocations and copies only tests make are test code
+ * (test/gtest/cuda_alloc.c), over that table.
  */
 
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
 #endif
 
-#include "rc_gdr_cuda.h"
+#include "rc_gdr_cuda_int.h"
 
 #include <ucs/debug/log_def.h>
 #include <ucs/sys/math.h>
@@ -26,76 +28,14 @@
 
 
 /*
- * The ABI the function types below describe. Every entry point used here has
- * had its current signature since CUDA 12.0, the first driver that has
- * cuGetProcAddress_v2, so asking for 12.0 gives the same functions from every
- * newer driver, whatever headers this file was compiled with.
+ * The ABI the function types of the entry-point table (rc_gdr_cuda_int.h)
+ * describe. Every entry point used here has had its current signature since
+ * CUDA 12.0, the first driver that has cuGetProcAddress_v2, so asking for
+ * 12.0 gives the same functions from every newer driver, whatever headers
+ * this file was compiled with.
  */
 #define UCT_RC_GDR_CUDA_API_VERSION 12000
 
-
-/*
- * Entry points: member, versioned export (the dlsym name, and the function
- * type), required. cuGetProcAddress_v2 takes the name without its "_vN"
- * suffix. Without a required entry point the driver is treated as absent; a
- * missing optional one makes its wrapper return UCS_ERR_UNSUPPORTED.
- */
-#define UCT_RC_GDR_CUDA_FOREACH_FN(_F) \
-    _F(init,                   cuInit,                         1) \
-    _F(driver_get_version,     cuDriverGetVersion,             1) \
-    _F(get_error_string,       cuGetErrorString,               0) \
-    _F(device_get_count,       cuDeviceGetCount,               1) \
-    _F(device_get,             cuDeviceGet,                    1) \
-    _F(device_get_name,        cuDeviceGetName,                0) \
-    _F(device_get_attribute,   cuDeviceGetAttribute,           1) \
-    _F(device_get_pci_bus_id,  cuDeviceGetPCIBusId,            0) \
-    _F(primary_ctx_retain,     cuDevicePrimaryCtxRetain,       0) \
-    _F(primary_ctx_release,    cuDevicePrimaryCtxRelease_v2,   0) \
-    _F(ctx_set_current,        cuCtxSetCurrent,                0) \
-    _F(ctx_get_current,        cuCtxGetCurrent,                0) \
-    _F(ctx_push_current,       cuCtxPushCurrent_v2,            0) \
-    _F(ctx_pop_current,        cuCtxPopCurrent_v2,             0) \
-    _F(pointer_get_attribute,  cuPointerGetAttribute,          1) \
-    _F(pointer_get_attributes, cuPointerGetAttributes,         1) \
-    _F(pointer_set_attribute,  cuPointerSetAttribute,          0) \
-    _F(mem_get_address_range,  cuMemGetAddressRange_v2,        1) \
-    _F(mem_alloc,              cuMemAlloc_v2,                  0) \
-    _F(mem_free,               cuMemFree_v2,                   0) \
-    _F(mem_host_alloc,         cuMemHostAlloc,                 0) \
-    _F(mem_free_host,          cuMemFreeHost,                  0) \
-    _F(mem_host_register,      cuMemHostRegister_v2,           0) \
-    _F(mem_host_unregister,    cuMemHostUnregister,            0) \
-    _F(mem_alloc_managed,      cuMemAllocManaged,              0) \
-    _F(mem_alloc_async,        cuMemAllocAsync,                0) \
-    _F(mem_free_async,         cuMemFreeAsync,                 0) \
-    _F(memcpy_uva,             cuMemcpy,                       0) \
-    _F(memcpy_dtoh,            cuMemcpyDtoH_v2,                0) \
-    _F(memcpy_htod,            cuMemcpyHtoD_v2,                0) \
-    _F(memcpy_dtoh_async,      cuMemcpyDtoHAsync_v2,           0) \
-    _F(memcpy_htod_async,      cuMemcpyHtoDAsync_v2,           0) \
-    _F(stream_create,          cuStreamCreate,                 0) \
-    _F(stream_destroy,         cuStreamDestroy_v2,             0) \
-    _F(stream_synchronize,     cuStreamSynchronize,            0) \
-    _F(event_create,           cuEventCreate,                  0) \
-    _F(event_record,           cuEventRecord,                  0) \
-    _F(event_query,            cuEventQuery,                   0) \
-    _F(event_synchronize,      cuEventSynchronize,             0) \
-    _F(event_destroy,          cuEventDestroy_v2,              0) \
-    _F(mem_get_handle_for_address_range, cuMemGetHandleForAddressRange, 0) \
-    _F(mem_address_reserve,    cuMemAddressReserve,            0) \
-    _F(mem_address_free,       cuMemAddressFree,               0) \
-    _F(mem_create,             cuMemCreate,                    0) \
-    _F(mem_release,            cuMemRelease,                   0) \
-    _F(mem_map,                cuMemMap,                       0) \
-    _F(mem_unmap,              cuMemUnmap,                     0) \
-    _F(mem_set_access,         cuMemSetAccess,                 0) \
-    _F(mem_get_allocation_granularity, cuMemGetAllocationGranularity, 0)
-
-#define UCT_RC_GDR_CUDA_FN_MEMBER(_member, _sym, _required) \
-    __typeof__(_sym) *_member;
-
-#define UCT_RC_GDR_CUDA_FN_NAME_MEMBER(_member, _sym, _required) \
-    const char *_member;
 
 #define UCT_RC_GDR_CUDA_FN_NAME_INIT(_member, _sym, _required) \
     ._member = #_sym,
@@ -103,15 +43,6 @@
 #define UCT_RC_GDR_CUDA_FN_SYM(_member, _sym, _required) \
     { #_sym, offsetof(uct_rc_gdr_cuda_fn_t, _member), _required },
 
-
-typedef struct {
-    UCT_RC_GDR_CUDA_FOREACH_FN(UCT_RC_GDR_CUDA_FN_MEMBER)
-} uct_rc_gdr_cuda_fn_t;
-
-/* The same members, holding the exports' names, for log messages */
-typedef struct {
-    UCT_RC_GDR_CUDA_FOREACH_FN(UCT_RC_GDR_CUDA_FN_NAME_MEMBER)
-} uct_rc_gdr_cuda_fn_names_t;
 
 typedef struct {
     const char *sym;        /* versioned export */
@@ -139,7 +70,7 @@ typedef struct {
 } uct_rc_gdr_cuda_ctx_scope_t;
 
 
-static const uct_rc_gdr_cuda_fn_names_t uct_rc_gdr_cuda_fn_names = {
+const uct_rc_gdr_cuda_fn_names_t uct_rc_gdr_cuda_fn_names = {
     UCT_RC_GDR_CUDA_FOREACH_FN(UCT_RC_GDR_CUDA_FN_NAME_INIT)
 };
 
@@ -216,8 +147,8 @@ const char *uct_rc_gdr_cuda_strerror(int result)
     return buf;
 }
 
-static ucs_status_t uct_rc_gdr_cuda_result(CUresult res, ucs_log_level_t level,
-                                           const char *func)
+ucs_status_t uct_rc_gdr_cuda_result(CUresult res, ucs_log_level_t level,
+                                    const char *func)
 {
     if (ucs_likely(res == CUDA_SUCCESS)) {
         return UCS_OK;
@@ -228,7 +159,7 @@ static ucs_status_t uct_rc_gdr_cuda_result(CUresult res, ucs_log_level_t level,
     return uct_rc_gdr_cuda_status(res);
 }
 
-static ucs_status_t uct_rc_gdr_cuda_missing(const char *func)
+ucs_status_t uct_rc_gdr_cuda_missing(const char *func)
 {
     ucs_debug("the CUDA driver %s has no %s()", uct_rc_gdr_cuda_drv.library,
               func);
@@ -385,6 +316,11 @@ ucs_status_t uct_rc_gdr_cuda_init(void)
 int uct_rc_gdr_cuda_is_available(void)
 {
     return uct_rc_gdr_cuda_ready();
+}
+
+const uct_rc_gdr_cuda_fn_t *uct_rc_gdr_cuda_fn_table(void)
+{
+    return uct_rc_gdr_cuda_ready() ? &uct_rc_gdr_cuda_drv.fn : NULL;
 }
 
 ucs_status_t uct_rc_gdr_cuda_driver_info(uct_rc_gdr_cuda_driver_info_t *info_p)
@@ -1128,181 +1064,6 @@ ucs_status_t uct_rc_gdr_cuda_host_free(void *ptr)
     return UCT_RC_GDR_CUDA_CALL(UCS_LOG_LEVEL_ERROR, mem_free_host, ptr);
 }
 
-ucs_status_t uct_rc_gdr_cuda_host_register(void *ptr, size_t len)
-{
-    UCT_RC_GDR_CUDA_ENTER(mem_host_register);
-    return UCT_RC_GDR_CUDA_CALL(UCS_LOG_LEVEL_ERROR, mem_host_register, ptr,
-                                len, CU_MEMHOSTREGISTER_PORTABLE);
-}
-
-ucs_status_t uct_rc_gdr_cuda_host_unregister(void *ptr)
-{
-    UCT_RC_GDR_CUDA_ENTER(mem_host_unregister);
-    return UCT_RC_GDR_CUDA_CALL(UCS_LOG_LEVEL_ERROR, mem_host_unregister, ptr);
-}
-
-ucs_status_t uct_rc_gdr_cuda_managed_alloc(size_t len, void **ptr_p)
-{
-    CUdeviceptr dptr;
-    ucs_status_t status;
-
-    UCT_RC_GDR_CUDA_ENTER(mem_alloc_managed);
-
-    status = UCT_RC_GDR_CUDA_CALL(UCS_LOG_LEVEL_ERROR, mem_alloc_managed,
-                                  &dptr, len, CU_MEM_ATTACH_GLOBAL);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    *ptr_p = (void*)dptr;
-    return UCS_OK;
-}
-
-ucs_status_t uct_rc_gdr_cuda_mem_alloc_async(size_t len,
-                                             uct_rc_gdr_cuda_stream_h stream,
-                                             void **ptr_p)
-{
-    CUdeviceptr dptr;
-    ucs_status_t status;
-
-    UCT_RC_GDR_CUDA_ENTER(mem_alloc_async);
-
-    status = UCT_RC_GDR_CUDA_CALL(UCS_LOG_LEVEL_ERROR, mem_alloc_async, &dptr,
-                                  len, (CUstream)stream);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    *ptr_p = (void*)dptr;
-    return UCS_OK;
-}
-
-ucs_status_t uct_rc_gdr_cuda_mem_free_async(void *ptr,
-                                            uct_rc_gdr_cuda_stream_h stream)
-{
-    UCT_RC_GDR_CUDA_ENTER(mem_free_async);
-    return UCT_RC_GDR_CUDA_CALL(UCS_LOG_LEVEL_ERROR, mem_free_async,
-                                (CUdeviceptr)ptr, (CUstream)stream);
-}
-
-
-/*
- * Virtual memory management
- */
-
-static void uct_rc_gdr_cuda_vmm_prop(int ordinal, int gdr_capable,
-                                     CUmemAllocationProp *prop)
-{
-    memset(prop, 0, sizeof(*prop));
-    prop->type                           = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop->location.type                  = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop->location.id                    = ordinal;
-    prop->allocFlags.gpuDirectRDMACapable = gdr_capable ? 1 : 0;
-}
-
-ucs_status_t uct_rc_gdr_cuda_vmm_granularity(int ordinal, size_t *gran_p)
-{
-    CUmemAllocationProp prop;
-    ucs_status_t status;
-    size_t gran;
-
-    UCT_RC_GDR_CUDA_ENTER(mem_get_allocation_granularity);
-
-    uct_rc_gdr_cuda_vmm_prop(ordinal, 0, &prop);
-    status = UCT_RC_GDR_CUDA_CALL(UCS_LOG_LEVEL_ERROR,
-                                  mem_get_allocation_granularity, &gran,
-                                  &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    *gran_p = gran;
-    return UCS_OK;
-}
-
-ucs_status_t uct_rc_gdr_cuda_vmm_reserve(size_t len, size_t alignment,
-                                         void **addr_p)
-{
-    CUdeviceptr dptr;
-    ucs_status_t status;
-
-    UCT_RC_GDR_CUDA_ENTER(mem_address_reserve);
-
-    status = UCT_RC_GDR_CUDA_CALL(UCS_LOG_LEVEL_ERROR, mem_address_reserve,
-                                  &dptr, len, alignment, 0, 0);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    *addr_p = (void*)dptr;
-    return UCS_OK;
-}
-
-ucs_status_t uct_rc_gdr_cuda_vmm_unreserve(void *addr, size_t len)
-{
-    UCT_RC_GDR_CUDA_ENTER(mem_address_free);
-    return UCT_RC_GDR_CUDA_CALL(UCS_LOG_LEVEL_ERROR, mem_address_free,
-                                (CUdeviceptr)addr, len);
-}
-
-ucs_status_t uct_rc_gdr_cuda_vmm_create(int ordinal, size_t len,
-                                        int gdr_capable, uint64_t *handle_p)
-{
-    CUmemGenericAllocationHandle handle;
-    CUmemAllocationProp prop;
-    ucs_status_t status;
-
-    UCT_RC_GDR_CUDA_ENTER(mem_create);
-
-    uct_rc_gdr_cuda_vmm_prop(ordinal, gdr_capable, &prop);
-    status = UCT_RC_GDR_CUDA_CALL(UCS_LOG_LEVEL_ERROR, mem_create, &handle,
-                                  len, &prop, 0);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    *handle_p = handle;
-    return UCS_OK;
-}
-
-ucs_status_t uct_rc_gdr_cuda_vmm_release(uint64_t handle)
-{
-    UCT_RC_GDR_CUDA_ENTER(mem_release);
-    return UCT_RC_GDR_CUDA_CALL(UCS_LOG_LEVEL_ERROR, mem_release,
-                                (CUmemGenericAllocationHandle)handle);
-}
-
-ucs_status_t uct_rc_gdr_cuda_vmm_map(void *addr, size_t len, uint64_t handle)
-{
-    UCT_RC_GDR_CUDA_ENTER(mem_map);
-    return UCT_RC_GDR_CUDA_CALL(UCS_LOG_LEVEL_ERROR, mem_map,
-                                (CUdeviceptr)addr, len, 0,
-                                (CUmemGenericAllocationHandle)handle, 0);
-}
-
-ucs_status_t uct_rc_gdr_cuda_vmm_unmap(void *addr, size_t len)
-{
-    UCT_RC_GDR_CUDA_ENTER(mem_unmap);
-    return UCT_RC_GDR_CUDA_CALL(UCS_LOG_LEVEL_ERROR, mem_unmap,
-                                (CUdeviceptr)addr, len);
-}
-
-ucs_status_t uct_rc_gdr_cuda_vmm_set_access(void *addr, size_t len,
-                                            int ordinal)
-{
-    CUmemAccessDesc desc;
-
-    UCT_RC_GDR_CUDA_ENTER(mem_set_access);
-
-    memset(&desc, 0, sizeof(desc));
-    desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    desc.location.id   = ordinal;
-    desc.flags         = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    return UCT_RC_GDR_CUDA_CALL(UCS_LOG_LEVEL_ERROR, mem_set_access,
-                                (CUdeviceptr)addr, len, &desc, 1);
-}
-
-
 /*
  * Streams and events
  */
@@ -1430,11 +1191,4 @@ ucs_status_t uct_rc_gdr_cuda_memcpy_htod(void *dst, const void *src,
     UCT_RC_GDR_CUDA_ENTER(memcpy_htod);
     return UCT_RC_GDR_CUDA_CALL(UCS_LOG_LEVEL_ERROR, memcpy_htod,
                                 (CUdeviceptr)dst, src, len);
-}
-
-ucs_status_t uct_rc_gdr_cuda_memcpy(void *dst, const void *src, size_t len)
-{
-    UCT_RC_GDR_CUDA_ENTER(memcpy_uva);
-    return UCT_RC_GDR_CUDA_CALL(UCS_LOG_LEVEL_ERROR, memcpy_uva,
-                                (CUdeviceptr)dst, (CUdeviceptr)src, len);
 }

@@ -315,52 +315,8 @@ ucs_status_t uct_rc_gdr_cuda_host_alloc(size_t len, void **ptr_p);
 
 ucs_status_t uct_rc_gdr_cuda_host_free(void *ptr);
 
-/* Page-lock existing host memory (CU_MEMHOSTREGISTER_PORTABLE) */
-ucs_status_t uct_rc_gdr_cuda_host_register(void *ptr, size_t len);
-
-ucs_status_t uct_rc_gdr_cuda_host_unregister(void *ptr);
-
-/* Managed memory attached globally (CU_MEM_ATTACH_GLOBAL) */
-ucs_status_t uct_rc_gdr_cuda_managed_alloc(size_t len, void **ptr_p);
-
-/* Stream-ordered allocation from the device's default pool */
-ucs_status_t uct_rc_gdr_cuda_mem_alloc_async(size_t len,
-                                             uct_rc_gdr_cuda_stream_h stream,
-                                             void **ptr_p);
-
-ucs_status_t uct_rc_gdr_cuda_mem_free_async(void *ptr,
-                                            uct_rc_gdr_cuda_stream_h stream);
-
-
-/*
- * Virtual memory management (cuMemCreate family): a reservation mapped by one
- * or more physical allocations
- */
-
-/** Minimum granularity of pinned device allocations on a device. */
-ucs_status_t uct_rc_gdr_cuda_vmm_granularity(int ordinal, size_t *gran_p);
-
-ucs_status_t uct_rc_gdr_cuda_vmm_reserve(size_t len, size_t alignment,
-                                         void **addr_p);
-
-ucs_status_t uct_rc_gdr_cuda_vmm_unreserve(void *addr, size_t len);
-
-/**
- * Create a physical allocation on a device.
- * @param gdr_capable  request GPUDirect RDMA capability (allocFlags).
- */
-ucs_status_t uct_rc_gdr_cuda_vmm_create(int ordinal, size_t len,
-                                        int gdr_capable, uint64_t *handle_p);
-
-ucs_status_t uct_rc_gdr_cuda_vmm_release(uint64_t handle);
-
-ucs_status_t uct_rc_gdr_cuda_vmm_map(void *addr, size_t len, uint64_t handle);
-
-ucs_status_t uct_rc_gdr_cuda_vmm_unmap(void *addr, size_t len);
-
-/** Give a device read-write access to a mapped range. */
-ucs_status_t uct_rc_gdr_cuda_vmm_set_access(void *addr, size_t len,
-                                            int ordinal);
+/* Allocations only tests make (VMM, managed, stream-ordered, registered host
+ * memory): test/gtest/cuda_alloc.h */
 
 
 /*
@@ -407,9 +363,6 @@ ucs_status_t uct_rc_gdr_cuda_memcpy_dtoh(void *dst, const void *src,
 
 ucs_status_t uct_rc_gdr_cuda_memcpy_htod(void *dst, const void *src,
                                          size_t len);
-
-/* Any direction, by unified addressing; synchronous */
-ucs_status_t uct_rc_gdr_cuda_memcpy(void *dst, const void *src, size_t len);
 
 END_C_DECLS
 

@@ -9,6 +9,7 @@
 #include "rc_gdr_glue.h"
 #include "rc_gdr_addr.h"
 #include "rc_gdr_gate.h"
+#include "rc_gdr_md_token.h"
 #include "rc_gdr_rcache.h"
 
 #include <ucs/datastruct/khash.h>
@@ -61,24 +62,6 @@ typedef struct uct_rc_gdr_mr {
                                        which peers name to bounce the other
                                        direction; 0 otherwise */
 } uct_rc_gdr_mr_t;
-
-
-/*
- * What a bounce token names: the registration (cache handle) whose exact
- * bytes a peer may reach, for a bounce registration, whose token is its own;
- * or, for a one-direction region whose NIC key is the token, the region:
- * then the bytes of any live registration of it.
- */
-typedef struct uct_rc_gdr_token_target {
-    uct_rc_gdr_rcache_handle_t handle;  /* 0: a region's NIC key */
-    uct_rc_gdr_rcache_region_t *region;
-    uint64_t                   stamp;   /* unique in the md's lifetime: a
-                                           token issued again (a NIC key
-                                           reused) is another stamp */
-} uct_rc_gdr_token_target_t;
-
-
-KHASH_MAP_INIT_INT64(uct_rc_gdr_token, uct_rc_gdr_token_target_t);
 
 
 /* What the gate decided for one GPU seen from this md's NIC. */
@@ -198,41 +181,6 @@ static inline int uct_rc_gdr_mr_is_nic(const uct_rc_gdr_mr_t *mr)
  * touches (staging buffers): local write access, nothing remote. */
 ucs_status_t uct_rc_gdr_md_reg_internal(uct_rc_gdr_md_t *md, void *address,
                                         size_t length, struct ibv_mr **mr_p);
-
-/**
- * Validates a bounce-lane target named by a peer: @a token must name a live
- * registration of this md and [address, address + length) lie inside the
- * bytes it registered (not the page-rounded region around them). On success
- * *gpu_p is the CUDA ordinal of the memory and *stamp_p what identifies this
- * registration's token for good.
- *
- * A transfer served over time checks each part again with the stamp of its
- * first check as @a expect_stamp (0: any): a token deregistered, or issued
- * anew to other memory since, is refused.
- *
- * @return UCS_OK, or UCS_ERR_INVALID_ADDR (the peer sent a stale or corrupt
- *         key or address, or the memory went away meanwhile: logged the
- *         first time of each kind, at debug level after that).
- */
-ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint64_t token,
-                                         uint64_t address, size_t length,
-                                         uint64_t expect_stamp, int *gpu_p,
-                                         uint64_t *stamp_p);
-
-/**
- * As uct_rc_gdr_md_bounce_target(), but on success the registration is held
- * until uct_rc_gdr_md_bounce_target_release(): a free hook running on
- * another thread (cudaFree, munmap) waits meanwhile, so the memory cannot
- * go between the check and the copy into or out of it. Hold it only for a
- * synchronous copy; on failure nothing is held.
- */
-ucs_status_t uct_rc_gdr_md_bounce_target_hold(uct_rc_gdr_md_t *md,
-                                              uint64_t token,
-                                              uint64_t address, size_t length,
-                                              uint64_t expect_stamp,
-                                              int *gpu_p, uint64_t *stamp_p);
-
-void uct_rc_gdr_md_bounce_target_release(uct_rc_gdr_md_t *md);
 
 /* Exported for tests: the counters of an rc_gdr md. */
 ucs_status_t uct_rc_gdr_md_stats_query(uct_md_h md,

@@ -282,13 +282,6 @@ uct_rc_gdr_rcache_handle_ref(uct_rc_gdr_rcache_handle_t handle)
 }
 
 
-/*
- * For tests: verify the tree (order, AVL balance, subtree max end), the
- * counters, the kept list and every live region's handles. Returns UCS_OK or
- * logs the first broken invariant and returns UCS_ERR_INVALID_PARAM.
- */
-ucs_status_t uct_rc_gdr_rcache_check(uct_rc_gdr_rcache_t *rcache);
-
 END_C_DECLS
 
 #endif

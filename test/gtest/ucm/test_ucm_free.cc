@@ -1,6 +1,6 @@
 /*
  * CUDA free events reach their subscribers before the memory goes
- * (src/ucm/rc_gdr_ucm_cuda.c).
+ * (src/ucm/rc_gdr_ucm_cuda.c, patching through src/ucm/rc_gdr_ucm_bistro.c).
  *
  * The hooks are process-global, so this is a binary of its own. Before any
  * test runs, its environment does what an application does: libcudart is
@@ -47,6 +47,7 @@
 #include <ucm/rc_gdr_ucm.h>
 #include <uct/ib_gdr/rc_gdr_cuda.h>
 #include "../test_str.h"
+#include "../cuda_alloc.h"
 
 #include <ucm/api/ucm.h>
 #include <ucs/memory/memory_type.h>
