@@ -20,12 +20,18 @@
 #      and the fault tests on a user-space RC device, no qemu; run early, as
 #      it is fast (RC_GDR_TNIC=0 leaves it out); after tier 4, UCX's own UCT
 #      suites on it (contrib/conformance.sh --core --tnic)
+#   7  the install (test/install/run.sh): make distcheck, and the Debian
+#      package built from this tree, installed into a clean soft-RoCE guest
+#      where the package's environment alone makes ucx_info, ucx_perftest
+#      and Open MPI use rc_gdr, then removed without a trace
+#      (RC_GDR_INSTALL=0 leaves it out)
 # and ends with one line "N passed, N failed, N skipped" totalled over the
 # tiers run.
 #
 # Usage: contrib/test.sh [--no-vm]
 #   RC_GDR_TNIC=0                            leaves tier 6 out
 #   RC_GDR_CONFORMANCE=0                     leaves tier 4 out
+#   RC_GDR_INSTALL=0                         leaves tier 7 out
 #   RC_GDR_RELEASES="1.22.0 1.16.0 1.19.1 1.18.1 1.20.1"  the releases tier
 #                   5 runs (this is the default; "none" for none). Their
 #                   sources come from shared/deps beside the repository
@@ -276,6 +282,17 @@ if [ "$RUN_VM" = 1 ] && [ "${RC_GDR_CONFORMANCE:-1}" = 1 ]; then
             tee "$OUT/conformance-tnic"
         tally_counts "$OUT/conformance-tnic"
     fi
+fi
+
+# Tier 7 before tier 5, whose steps the time budget trims
+if [ "${RC_GDR_INSTALL:-1}" = 1 ] &&
+   ! over_budget "tier 7: the install (distcheck, package)" 600; then
+    echo "== tier 7: the install: make distcheck, the Debian package in a" \
+         "clean guest (test/install/run.sh)"
+    vm_arg=()
+    [ "$RUN_VM" = 1 ] || vm_arg=(--no-vm)
+    test/install/run.sh "${vm_arg[@]}" 2>&1 | tee "$OUT/install"
+    tally_counts "$OUT/install"
 fi
 
 # Tier 5: releases. 1.22.0 first: the full tiers run there.
