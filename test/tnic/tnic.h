@@ -220,6 +220,7 @@ typedef struct tnic_send_wqe {
     int                 ud_global;
     /* transport timer */
     uint64_t            deadline_ns;
+    uint64_t            drops_at;      /* the fabric's drops at this try */
     unsigned            retries;
     int                 lost;          /* TNIC_MSG_LOST came for this try */
     int                 forced_status; /* the wc_error fault, -1 = none */
@@ -252,6 +253,7 @@ typedef struct tnic_qp {
     uint32_t            epoch;
     int                 rnr_wait;
     uint64_t            rnr_resend_ns;
+    uint64_t            answered_ns;  /* the last answer that moved us on */
     unsigned            rnr_retries;
     tnic_rq_t           rq;
     /* responder */
@@ -331,6 +333,8 @@ int tnic_fabric_inbox_empty(void);
 int tnic_fabric_backlog_pending(void);
 void tnic_fabric_polled(void);
 int tnic_fabric_abandon_cell(uint32_t slot);
+void tnic_fabric_note_drop(void);
+uint64_t tnic_fabric_drops(void);
 
 /* tnic_engine.c */
 int tnic_engine_post_send(tnic_qp_t *qp, struct ibv_send_wr *wr);

@@ -493,6 +493,7 @@ static void tnic_rc_transmit(tnic_qp_t *qp, tnic_send_wqe_t *wqe)
     wqe->state       = TNIC_WQE_SENT;
     wqe->lost        = 0;
     wqe->deadline_ns = tnic_time_ns() + tnic_qp_timeout_ns(qp);
+    wqe->drops_at    = tnic_fabric_drops();
     tnic_msg_init(qp, wqe, &hdr);
     /* the dup fault: the fabric delivers the message twice */
     copies = tnic_fault_dup() ? 2 : 1;
@@ -597,6 +598,9 @@ static void tnic_requester_recv(tnic_qp_t *qp, const tnic_msg_hdr_t *hdr,
     if ((wqe->state != TNIC_WQE_SENT) || (hdr->epoch != qp->epoch)) {
         return;
     }
+    /* an answer restarts the transport timer, as on a NIC: a long read
+     * whose response is still streaming in is not tried again */
+    qp->answered_ns = tnic_time_ns();
 
     switch (hdr->type) {
     case TNIC_MSG_ACK:
@@ -1057,6 +1061,7 @@ int tnic_engine_progress(unsigned max_msgs)
     while ((n < max_msgs) && tnic_fabric_recv(&hdr, data)) {
         ++n;
         if (tnic_fault_drop(hdr.src_slot, hdr.src_lid, hdr.dst_lid)) {
+            tnic_fabric_note_drop();
             continue;
         }
         qp = tnic_qp_lookup(hdr.dst_qpn);
@@ -1117,7 +1122,7 @@ void tnic_engine_timers(void)
         wqe     = tnic_sq_wqe(qp, qp->sq_head);
         timeout = tnic_qp_timeout_ns(qp);
         if ((wqe->state != TNIC_WQE_SENT) || (timeout == 0) ||
-            (now < wqe->deadline_ns)) {
+            (now < wqe->deadline_ns) || (now < qp->answered_ns + timeout)) {
             continue;
         }
         wqe->deadline_ns = now + timeout;
@@ -1129,13 +1134,15 @@ void tnic_engine_timers(void)
             tnic_wqe_done(qp, wqe, IBV_WC_RETRY_EXC_ERR);
             continue;
         }
-        /* A NIC's retry, every time the timer expires: again from the
-         * oldest request not answered. A cut (the drop fault) may have
-         * lost it, or its answer; a request already executed is answered
-         * again (tnic_responder_repeat). Waiting for the next try alone
-         * left a request lost in a cut that had ended waiting forever. An
-         * RNR wait resends by itself when it ends. */
-        if (!qp->rnr_wait) {
+        /* A NIC's retry when the timer expires: again from the oldest
+         * request not answered, when it or its answer may be lost (the
+         * drop fault lost a message since this try, the peer is gone or
+         * cut off, or no QP took it); a request already executed is
+         * answered again (tnic_responder_repeat). The rings lose nothing
+         * else, and trying again a long message that is merely slow
+         * would never end. An RNR wait resends by itself when it ends. */
+        if (!qp->rnr_wait && (wqe->lost || !tnic_peer_reachable(qp) ||
+                              (tnic_fabric_drops() != wqe->drops_at))) {
             ++qp->epoch;
             qp->sq_tx = qp->sq_head;
             tnic_engine_sq_kick(qp);

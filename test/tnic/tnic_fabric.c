@@ -51,6 +51,7 @@ typedef struct tnic_slot {
 
 typedef struct tnic_registry {
     tnic_slot_t         slots[TNIC_MAX_SLOTS + 1];
+    volatile uint64_t   drops;   /* messages the drop fault lost, anywhere */
 } tnic_registry_t;
 
 typedef struct tnic_cell {
@@ -489,6 +490,7 @@ int tnic_fabric_send(uint32_t dst_slot, const tnic_msg_hdr_t *hdr,
         return 0;   /* no such host: the packet is lost */
     }
     if (tnic_fault_drop(dst_slot, hdr->src_lid, hdr->dst_lid)) {
+        tnic_fabric_note_drop();
         return 0;
     }
     if (tnic_backlogs[dst_slot].count > 0) {
@@ -676,4 +678,21 @@ int tnic_fabric_abandon_cell(uint32_t slot)
     }
     __atomic_store_n(&inbox->writer[tnic_proc.slot], 0, __ATOMIC_SEQ_CST);
     return EAGAIN;
+}
+
+/* The rings lose nothing: only the drop fault does. Requesters try again
+ * after a timeout only when the fabric lost something since their try
+ * (tnic_engine_timers); a try of a long message that is merely slow is not
+ * repeated, which would never end. */
+void tnic_fabric_note_drop(void)
+{
+    if (tnic_registry() != NULL) {
+        __atomic_add_fetch(&tnic_registry()->drops, 1, __ATOMIC_RELAXED);
+    }
+}
+
+uint64_t tnic_fabric_drops(void)
+{
+    return (tnic_registry() == NULL) ? 0 :
+           __atomic_load_n(&tnic_registry()->drops, __ATOMIC_RELAXED);
 }
