@@ -79,28 +79,23 @@ protected:
 
 void tnic_fault::SetUp()
 {
-    int (*present)(void);
+    stand_in_api_t api;
 
     uct_rc_gdr_test::SetUp();
     if (IsSkipped()) {
         return;
     }
 
-    present       = (int (*)(void))dlsym(RTLD_DEFAULT, "tnic_test_present");
-    m_fault_set   = (int (*)(const char*))dlsym(RTLD_DEFAULT,
-                                                "tnic_test_fault_set");
-    m_fault_clear = (void (*)(void))dlsym(RTLD_DEFAULT,
-                                          "tnic_test_fault_clear");
-    m_counters    = (void (*)(tnic_test_counters_t*))dlsym(
-                            RTLD_DEFAULT, "tnic_test_counters");
-    if ((present == NULL) || !present() || (m_fault_set == NULL) ||
-        (m_fault_clear == NULL) || (m_counters == NULL)) {
+    if (!stand_in_api(&api)) {
         GTEST_SKIP() << "the stand-in NIC is not loaded: its faults need it"
                         " (LD_LIBRARY_PATH=<build>/test/tnic/lib,"
                         " RC_GDR_DEV_A=tnic0:1 RC_GDR_DEV_B=tnic1:1;"
                         " test/tnic/run.sh)";
     }
 
+    m_fault_set   = api.fault_set;
+    m_fault_clear = api.fault_clear;
+    m_counters    = api.counters;
     m_fault_clear();
     m_counters(&m_before);
 }

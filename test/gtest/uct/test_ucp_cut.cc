@@ -107,25 +107,21 @@ private:
 
 void ucp_cut::SetUp()
 {
-    int (*present)(void);
+    stand_in_api_t api;
 
     uct_rc_gdr_test::SetUp();
     if (IsSkipped()) {
         return;
     }
 
-    present       = (int (*)(void))dlsym(RTLD_DEFAULT, "tnic_test_present");
-    m_fault_set   = (int (*)(const char*))dlsym(RTLD_DEFAULT,
-                                                "tnic_test_fault_set");
-    m_fault_clear = (void (*)(void))dlsym(RTLD_DEFAULT,
-                                          "tnic_test_fault_clear");
-    if ((present == NULL) || !present() || (m_fault_set == NULL) ||
-        (m_fault_clear == NULL)) {
+    if (!stand_in_api(&api)) {
         GTEST_SKIP() << "the stand-in NIC is not loaded: the cut is its "
                         "drop fault (LD_LIBRARY_PATH=<build>/test/tnic/lib;"
                         " test/tnic/run.sh)";
     }
 
+    m_fault_set   = api.fault_set;
+    m_fault_clear = api.fault_clear;
     m_fault_clear();
     env_set("UCX_TLS", (std::string(GetParam().tl) +
                         ",ud_verbs:aux,self").c_str());
@@ -208,6 +204,23 @@ ucs_status_t ucp_cut::request_wait(int i, void *req, bool is_recv)
     return status;
 }
 
+/* A send's and a receive's parameters: callbacks, the tag info in *info */
+static void ucp_cut_request_params(ucp_request_param_t *sparam,
+                                   ucp_request_param_t *rparam,
+                                   ucp_tag_recv_info_t *info)
+{
+    memset(sparam, 0, sizeof(*sparam));
+    memset(rparam, 0, sizeof(*rparam));
+    sparam->op_attr_mask       = UCP_OP_ATTR_FIELD_CALLBACK;
+    sparam->cb.send            = ucp_cut_send_cb;
+    rparam->op_attr_mask       = UCP_OP_ATTR_FIELD_CALLBACK |
+                                 UCP_OP_ATTR_FIELD_RECV_INFO |
+                                 UCP_OP_ATTR_FIELD_USER_DATA;
+    rparam->cb.recv            = ucp_cut_recv_cb;
+    rparam->user_data          = info;
+    rparam->recv_info.tag_info = info;
+}
+
 void *ucp_cut::client_thread(void *arg)
 {
     ucp_cut *self = (ucp_cut*)arg;
@@ -218,16 +231,7 @@ void *ucp_cut::client_thread(void *arg)
     void *rreq;
     char what[160];
 
-    memset(&sparam, 0, sizeof(sparam));
-    memset(&rparam, 0, sizeof(rparam));
-    sparam.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
-    sparam.cb.send      = ucp_cut_send_cb;
-    rparam.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                          UCP_OP_ATTR_FIELD_RECV_INFO |
-                          UCP_OP_ATTR_FIELD_USER_DATA;
-    rparam.cb.recv      = ucp_cut_recv_cb;
-    rparam.user_data    = &info;
-    rparam.recv_info.tag_info = &info;
+    ucp_cut_request_params(&sparam, &rparam, &info);
 
     for (uint64_t k = 0; !self->m_stop; ++k) {
         ping = UCP_CUT_MAGIC | k;
@@ -272,16 +276,7 @@ void *ucp_cut::server_thread(void *arg)
     uint64_t ping;
     char what[160];
 
-    memset(&sparam, 0, sizeof(sparam));
-    memset(&rparam, 0, sizeof(rparam));
-    sparam.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
-    sparam.cb.send      = ucp_cut_send_cb;
-    rparam.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                          UCP_OP_ATTR_FIELD_RECV_INFO |
-                          UCP_OP_ATTR_FIELD_USER_DATA;
-    rparam.cb.recv      = ucp_cut_recv_cb;
-    rparam.user_data    = &info;
-    rparam.recv_info.tag_info = &info;
+    ucp_cut_request_params(&sparam, &rparam, &info);
 
     for (uint64_t k = 0; !self->m_stop; ++k) {
         ping = 0;

@@ -203,6 +203,25 @@ bool uct_rc_gdr_test::nic_spec_set(const char *spec)
     return true;
 }
 
+bool uct_rc_gdr_test::stand_in_api(stand_in_api_t *api_p)
+{
+    auto present = (int (*)(void))dlsym(RTLD_DEFAULT, "tnic_test_present");
+    stand_in_api_t api;
+
+    api.fault_set   = (int (*)(const char*))dlsym(RTLD_DEFAULT,
+                                                  "tnic_test_fault_set");
+    api.fault_clear = (void (*)(void))dlsym(RTLD_DEFAULT,
+                                            "tnic_test_fault_clear");
+    api.counters    = (void (*)(tnic_test_counters_t*))dlsym(
+                              RTLD_DEFAULT, "tnic_test_counters");
+    if ((present == nullptr) || !present() || (api.fault_set == nullptr) ||
+        (api.fault_clear == nullptr) || (api.counters == nullptr)) {
+        return false;
+    }
+    *api_p = api;
+    return true;
+}
+
 void uct_rc_gdr_pair_test::SetUp()
 {
     uct_rc_gdr_test::SetUp();

@@ -15,6 +15,7 @@
 #ifndef UCT_RC_GDR_TEST_H_
 #define UCT_RC_GDR_TEST_H_
 
+#include "../../tnic/tnic_test.h"
 #include "uct_test_util.h"
 #include "../test_str.h"
 
@@ -81,6 +82,15 @@ protected:
     /* On the stand-in NIC (test/tnic), applies one of its fault or
      * capability specs until the test ends; false on a real device */
     bool nic_spec_set(const char *spec);
+
+    /* The stand-in NIC's test API (test/tnic/tnic_test.h), found with
+     * dlsym: false, with *api_p unset, when it is not loaded */
+    struct stand_in_api_t {
+        int  (*fault_set)(const char*);
+        void (*fault_clear)(void);
+        void (*counters)(tnic_test_counters_t*);
+    };
+    static bool stand_in_api(stand_in_api_t *api_p);
 
     uct_test_node_t *a = nullptr, *b = nullptr;
     uct_test_wire_t wa, wb;              /* their addresses, after pair_open */
