@@ -101,10 +101,16 @@ RUNS=9 RUN_TIMEOUT=120 PORT=23000 VM_TIMEOUT="" INSIDE=0 PIN=1 TNIC=0
 CASES_GIVEN=0
 ARGS=("$@")        # passed on unchanged to the guest
 
-die() { echo "bench-rc: $*" >&2; exit 1; }
-bad_usage() { echo "bench-rc: $*" >&2; usage >&2; exit 2; }
-
-is_number() { [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -gt 0 ]; }
+# die, bad_usage, is_number
+CLI_NAME=bench-rc
+# shellcheck source=contrib/lib/cli.sh
+. "$ROOT/contrib/lib/cli.sh"
+# bench_guest_run, _device, _tnic, _preloads
+# shellcheck source=contrib/lib/bench_guest.sh
+. "$ROOT/contrib/lib/bench_guest.sh"
+# perftest_pair, perftest_final
+# shellcheck source=contrib/lib/perftest.sh
+. "$ROOT/contrib/lib/perftest.sh"
 
 parse_iters() {
     local spec=$1 name
@@ -134,9 +140,7 @@ parse_args() {
     while [ $# -gt 0 ]; do
         case $1 in
         --runs|--run-timeout|--port|--vm-timeout)
-            if [ $# -lt 2 ] || ! is_number "$2"; then
-                bad_usage "$1 needs a number"
-            fi
+            cli_need_number "$1" $# "${2:-}"
             case $1 in
             --runs)        RUNS=$2 ;;
             --run-timeout) RUN_TIMEOUT=$2 ;;
@@ -176,38 +180,19 @@ run_in_guest() {
     [ -f "${RC_GDR_BUILD:-$ROOT/build}/src/uct/ib_gdr/.libs/libuct_ib_gdr.so" ] ||
         die "no built module under ${RC_GDR_BUILD:-$ROOT/build}; run make there"
     echo "bench-rc: $nruns runs in one rxe-vm guest (limit ${VM_TIMEOUT} s)" >&2
-    local rc=0
-    (cd "$ROOT" && contrib/rxe-vm.sh --timeout "$VM_TIMEOUT" -- \
-         "$SELF" --inside "${ARGS[@]}") || rc=$?
-    exit "$rc"
+    bench_guest_run --timeout "$VM_TIMEOUT" -- "$SELF" --inside "${ARGS[@]}"
 }
 
 # --------------------------------------------------------------- guest side
 
-# The environment of each transport's processes, as an 'env' prefix.
-# rc_verbs runs with the stock UCX only (whatever LD_PRELOAD the caller had,
-# minus rc_gdr), rc_gdr with contrib/env.sh's preload on top: then no run of
-# rc_verbs can be affected by the module, and both servers load what their
-# client loads (the server takes -x from the client).
+# The environment of each transport's processes, as an 'env' prefix
+# (bench_guest_preloads): ENV_rc_verbs, ENV_rc_gdr, and with --before
+# ENV_before, rc_gdr's preload with the other build's module in its place.
 setup_env() {
     local build=${RC_GDR_BUILD:-$ROOT/build}
-    BASE_PRELOAD=${LD_PRELOAD:-}
-    # env.sh prepends the module once; strip it first if it was already set.
-    BASE_PRELOAD=$(tr ':' '\n' <<<"$BASE_PRELOAD" |
-                   grep -v '/libuct_ib_gdr\.so$' | paste -sd: || true)
     [ -f "$build/src/uct/ib_gdr/.libs/libuct_ib_gdr.so" ] ||
         die "no built module under $build"
-    # shellcheck disable=SC1091  # contrib/env.sh, found through $ROOT
-    . "$ROOT/contrib/env.sh" "$build"
-    GDR_PRELOAD=$LD_PRELOAD
-    # shellcheck disable=SC2034  # ENV_* are read through a nameref (run_one)
-    if [ -n "$BASE_PRELOAD" ]; then
-        ENV_rc_verbs=(env "LD_PRELOAD=$BASE_PRELOAD")
-    else
-        ENV_rc_verbs=(env -u LD_PRELOAD)
-    fi
-    # shellcheck disable=SC2034
-    ENV_rc_gdr=(env "LD_PRELOAD=$GDR_PRELOAD")
+    bench_guest_preloads "$build"
     if [ -n "$BEFORE" ]; then
         # The same preload, with the other build's module in its place
         BEFORE_PRELOAD=$(tr ':' '\n' <<<"$GDR_PRELOAD" |
@@ -229,42 +214,31 @@ setup_pinning() {
     fi
 }
 
-# wait_listen PORT PID
-. "$ROOT/contrib/lib/wait_listen.sh"
-
-# run_one TL CASE PORT: one ucx_perftest server/client pair on a port of its
-# own (a late server from an earlier run can then never take this client);
-# prints the metric, or FAIL with the logs on stderr. Both processes are
-# under 'timeout' and the server is reaped before returning, so nothing
-# outlives the run.
+# run_one TL CASE PORT: one ucx_perftest server/client pair (perftest_pair)
+# on a port of its own; prints the metric, or FAIL with the logs on stderr.
 run_one() {
     local tl=$1 name=$2 port=$3 iters=${CASE_ITERS[$2]}
     local -n env_cmd="ENV_$tl"
     local srv_log="$WORK/$name.$tl.$port.server" cli_log="$WORK/$name.$tl.$port.client"
-    local srv_pid value="" rc=0
-    local -a args
+    local value="" rc=0
+    local -a args server client
     read -ra args <<<"${CASE_ARGS[$name]}"
 
-    timeout -k 5 "$RUN_TIMEOUT" "${env_cmd[@]}" "${PIN_SERVER[@]}" \
-        ucx_perftest -p "$port" >"$srv_log" 2>&1 &
-    srv_pid=$!
-    if wait_listen "$port" "$srv_pid"; then
-        timeout -k 5 "$RUN_TIMEOUT" "${env_cmd[@]}" "${PIN_CLIENT[@]}" \
-            ucx_perftest 127.0.0.1 -p "$port" -x "${XPORT[$tl]}" -d "$DEVICE" \
-            "${args[@]}" -n "$iters" -w $(( (iters + 9) / 10 )) \
-            >"$cli_log" 2>&1 || rc=$?
-    else
-        rc=1; echo "(server never listened on port $port)" >"$cli_log"
-    fi
-    # The server ends by itself after its one test; if the client failed it
-    # may still wait for a connection, so stop it (only our own pid).
-    [ "$rc" = 0 ] || kill "$srv_pid" 2>/dev/null || true
-    wait "$srv_pid" 2>/dev/null || true
+    # shellcheck disable=SC2034  # server and client: passed by name
+    server=("${env_cmd[@]}" "${PIN_SERVER[@]}" ucx_perftest -p "$port")
+    # shellcheck disable=SC2034
+    client=("${env_cmd[@]}" "${PIN_CLIENT[@]}" ucx_perftest 127.0.0.1
+            -p "$port" -x "${XPORT[$tl]}" -d "$DEVICE" "${args[@]}"
+            -n "$iters" -w $(( (iters + 9) / 10 )))
+    perftest_pair "$port" "$RUN_TIMEOUT" "$srv_log" "$cli_log" server client ||
+        rc=$?
 
     if [ "$rc" = 0 ]; then
-        # Final: iters typical avg overall avg-bw overall-bw avg-mr overall-mr
-        value=$(awk -v m="${CASE_METRIC[$name]}" \
-                    '$1 == "Final:" { print (m == "bw") ? $7 : (m == "mr") ? $9 : $3 }' "$cli_log")
+        case ${CASE_METRIC[$name]} in
+        bw) value=$(perftest_final 7 "$cli_log") ;;
+        mr) value=$(perftest_final 9 "$cli_log") ;;
+        *)  value=$(perftest_final 3 "$cli_log") ;;
+        esac
     fi
     if [ -z "$value" ]; then
         {
@@ -366,8 +340,7 @@ print_header() {
 run_inside() {
     local name tl i v failed=0
     local -a order
-    [ "$TNIC" = 1 ] || [ -e /sys/class/infiniband/"${DEVICE%:*}" ] ||
-        die "no ${DEVICE%:*} here: run on the host (without --inside), or in contrib/rxe-vm.sh"
+    [ "$TNIC" = 1 ] || bench_guest_device "$DEVICE"
     command -v ucx_perftest >/dev/null || die "ucx_perftest not found"
     # The caller's UCX_* settings apply to both transports; show them.
     CALLER_UCX_ENV=$(env | grep '^UCX_' | sort || true)
@@ -440,10 +413,9 @@ run_inside() {
 # --tnic: the stand-in NIC of the build, a fabric of this run's own
 setup_tnic() {
     local build=${RC_GDR_BUILD:-$ROOT/build}
-    TNIC_LIB=$(cd "$build/test/tnic/lib" 2>/dev/null && pwd) ||
+    # the fabric's files are removed at the end (run_inside)
+    bench_guest_tnic "$build" "bench$$" ||
         die "no stand-in NIC under $build/test/tnic/lib (make check TESTS=)"
-    export LD_LIBRARY_PATH=$TNIC_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    export RC_GDR_TNIC_FABRIC=bench$$    # removed at the end (run_inside)
     DEVICE=tnic1:1
     if [ "$CASES_GIVEN" = 0 ]; then
         CASE_NAMES=(put64k put1m get64k get1m amlat putlat)
