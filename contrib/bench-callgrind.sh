@@ -90,10 +90,16 @@ TNIC=0
 CASES=("${CASE_NAMES[@]}")
 ARGS=("$@")        # passed on unchanged to the guest
 
-die() { echo "bench-callgrind: $*" >&2; exit 1; }
-bad_usage() { echo "bench-callgrind: $*" >&2; usage >&2; exit 2; }
-
-is_number() { [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -gt 0 ]; }
+# die, bad_usage, is_number
+CLI_NAME=bench-callgrind
+# shellcheck source=contrib/lib/cli.sh
+. "$ROOT/contrib/lib/cli.sh"
+# bench_guest_run, _device, _tnic, _preloads
+# shellcheck source=contrib/lib/bench_guest.sh
+. "$ROOT/contrib/lib/bench_guest.sh"
+# perftest_pair
+# shellcheck source=contrib/lib/perftest.sh
+. "$ROOT/contrib/lib/perftest.sh"
 
 parse_args() {
     local name
@@ -123,9 +129,7 @@ parse_args() {
             done
             shift ;;
         --size|--run-timeout|--port|--vm-timeout)
-            if [ $# -lt 2 ] || ! is_number "$2"; then
-                bad_usage "$1 needs a number"
-            fi
+            cli_need_number "$1" $# "${2:-}"
             case $1 in
             --size)        SIZE=$2 ;;
             --run-timeout) RUN_TIMEOUT=$2 ;;
@@ -161,31 +165,16 @@ run_in_guest() {
     [ -z "$KEEP" ] || rw=(--rw "$KEEP")
     echo "bench-callgrind: $nruns valgrind runs in one rxe-vm guest" \
          "(limit ${VM_TIMEOUT} s)" >&2
-    local rc=0
-    (cd "$ROOT" && contrib/rxe-vm.sh "${rw[@]}" --timeout "$VM_TIMEOUT" -- \
-         "$SELF" --inside "${ARGS[@]}") || rc=$?
-    exit "$rc"
+    bench_guest_run "${rw[@]}" --timeout "$VM_TIMEOUT" -- \
+        "$SELF" --inside "${ARGS[@]}"
 }
 
 # --------------------------------------------------------------- guest side
 
-# As contrib/bench-rc.sh: rc_verbs runs with the stock UCX only, rc_gdr with
-# contrib/env.sh's preload on top.
+# As contrib/bench-rc.sh (bench_guest_preloads): rc_verbs runs with the
+# stock UCX only, rc_gdr with contrib/env.sh's preload on top.
 setup_env() {
-    local build=${RC_GDR_BUILD:-$ROOT/build}
-    BASE_PRELOAD=$(tr ':' '\n' <<<"${LD_PRELOAD:-}" |
-                   grep -v '/libuct_ib_gdr\.so$' | paste -sd: || true)
-    # shellcheck disable=SC1091  # contrib/env.sh, found through $ROOT
-    . "$ROOT/contrib/env.sh" "$build"
-    GDR_PRELOAD=$LD_PRELOAD
-    # shellcheck disable=SC2034  # ENV_* are read through a nameref (run_one)
-    if [ -n "$BASE_PRELOAD" ]; then
-        ENV_rc_verbs=(env "LD_PRELOAD=$BASE_PRELOAD")
-    else
-        ENV_rc_verbs=(env -u LD_PRELOAD)
-    fi
-    # shellcheck disable=SC2034
-    ENV_rc_gdr=(env "LD_PRELOAD=$GDR_PRELOAD")
+    bench_guest_preloads "${RC_GDR_BUILD:-$ROOT/build}"
     # the clients under valgrind also preload the instrumentation switch
     START_SO="$WORK/callgrind-start.so"
     cc -O2 -shared -fPIC -o "$START_SO" "$ROOT/contrib/bench/callgrind-start.c" \
@@ -195,9 +184,6 @@ setup_env() {
     # shellcheck disable=SC2034
     CLIENT_ENV_rc_gdr=(env "LD_PRELOAD=$START_SO:$GDR_PRELOAD")
 }
-
-# wait_listen PORT PID
-. "$ROOT/contrib/lib/wait_listen.sh"
 
 # find_progress TL: PROGRESS_FUNC[TL], the name callgrind gives the
 # progress function the transport registers (the helper is built here, from
@@ -277,26 +263,21 @@ run_one() {
     local -n env_cmd="ENV_$tl" client_env="CLIENT_ENV_$tl"
     local op=${OP_FUNC[$tl.$name]} progress=${PROGRESS_FUNC[$tl]}
     local base="$WORK/$name.$tl.$iters"
-    local srv_pid rc=0 a b
-    local -a args
+    local rc=0 a b
+    local -a args server client
     read -ra args <<<"${CASE_ARGS[$name]}"
 
-    timeout -k 5 "$RUN_TIMEOUT" "${env_cmd[@]}" ucx_perftest -p "$port" \
-        >"$base.server" 2>&1 &
-    srv_pid=$!
-    if wait_listen "$port" "$srv_pid"; then
-        timeout -k 5 "$RUN_TIMEOUT" "${client_env[@]}" \
-            valgrind --tool=callgrind --callgrind-out-file="$base.cg" \
-                     --instr-atstart=no \
-                     --toggle-collect="$op" --toggle-collect="$progress" \
-            ucx_perftest 127.0.0.1 -p "$port" -x "$tl" -d "$DEVICE" \
-            "${args[@]}" -s "${SIZE:-${CASE_SIZE[$name]}}" -n "$iters" -w 0 \
-            >"$base.client" 2>&1 || rc=$?
-    else
-        rc=1; echo "(server never listened on port $port)" >"$base.client"
-    fi
-    [ "$rc" = 0 ] || kill "$srv_pid" 2>/dev/null || true
-    wait "$srv_pid" 2>/dev/null || true
+    # shellcheck disable=SC2034  # server and client: passed by name
+    server=("${env_cmd[@]}" ucx_perftest -p "$port")
+    # shellcheck disable=SC2034
+    client=("${client_env[@]}"
+            valgrind --tool=callgrind --callgrind-out-file="$base.cg"
+                     --instr-atstart=no
+                     --toggle-collect="$op" --toggle-collect="$progress"
+            ucx_perftest 127.0.0.1 -p "$port" -x "$tl" -d "$DEVICE"
+            "${args[@]}" -s "${SIZE:-${CASE_SIZE[$name]}}" -n "$iters" -w 0)
+    perftest_pair "$port" "$RUN_TIMEOUT" "$base.server" "$base.client" \
+        server client || rc=$?
 
     if [ "$rc" = 0 ] && grep -q '^Final:' "$base.client"; then
         a=$(inclusive "$base.cg" "$op")
@@ -326,14 +307,11 @@ run_inside() {
     local name tl iters v failed=0
     if [ "$TNIC" = 1 ]; then
         # the stand-in's libibverbs.so.1 first, on a fabric of this run's
-        local tnic_lib=${RC_GDR_BUILD:-$ROOT/build}/test/tnic/lib
-        [ -f "$tnic_lib/libibverbs.so.1" ] ||
-            die "no stand-in NIC in $tnic_lib (make check TESTS= there)"
-        export LD_LIBRARY_PATH=$tnic_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-        export RC_GDR_TNIC_FABRIC=cg$$
+        local build=${RC_GDR_BUILD:-$ROOT/build}
+        bench_guest_tnic "$build" "cg$$" ||
+            die "no stand-in NIC in $build/test/tnic/lib (make check TESTS= there)"
     else
-        [ -e /sys/class/infiniband/"${DEVICE%:*}" ] ||
-            die "no ${DEVICE%:*} here: run on the host (without --inside), or in contrib/rxe-vm.sh"
+        bench_guest_device "$DEVICE"
     fi
     command -v ucx_perftest >/dev/null || die "ucx_perftest not found"
     command -v valgrind >/dev/null || die "valgrind not found"
