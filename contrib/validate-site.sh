@@ -110,9 +110,10 @@ BUILD=${RC_GDR_BUILD:-$ROOT/build}
 REMOTE_SH=${RC_GDR_VALIDATE_REMOTE_SH:-ssh -o BatchMode=yes}
 ARGV=("$@")
 
-die() { echo "validate-site: $*" >&2; exit 2; }
-bad_usage() { echo "validate-site: $*" >&2; usage >&2; exit 2; }
-is_number() { [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -gt 0 ]; }
+# die (exit 2 here), bad_usage, is_number
+CLI_NAME=validate-site CLI_DIE_STATUS=2
+# shellcheck source=contrib/lib/cli.sh
+. "$ROOT/contrib/lib/cli.sh"
 
 # to_bytes 4K -> 4096 (K/M/G, optional iB/B); empty output when malformed
 to_bytes() {
@@ -787,12 +788,16 @@ iters_for() {  # iters_for SIZE
     echo "$n"
 }
 
-. "$ROOT/contrib/lib/wait_listen.sh"   # wait_listen PORT PID
+# perftest_pair, perftest_final
+# shellcheck source=contrib/lib/perftest.sh
+. "$ROOT/contrib/lib/perftest.sh"
 
-# perftest_run LOG MEM TEST SIZE ITERS PORT: one server/client pair; prints
-# the overall bandwidth in MB/s, or nothing
+# perftest_run LOG MEM TEST SIZE ITERS PORT: one server/client pair
+# (perftest_pair), here or with the server on --peer; prints the overall
+# bandwidth in MB/s, or nothing
 perftest_run() {
-    local log=$1 mem=$2 test=$3 size=$4 n=$5 port=$6 srv_pid rc=0
+    local log=$1 mem=$2 test=$3 size=$4 n=$5 port=$6 rc=0
+    local -a server
     local w=$(( n / 10 > 0 ? n / 10 : 1 ))
     local client=("$PERFTEST" "${PEER:-127.0.0.1}" -p "$port" -x rc_gdr -d "$NIC_CUR"
                   -t "$test" -D zcopy -s "$size" -n "$n" -w "$w" -m "$mem")
@@ -800,31 +805,24 @@ perftest_run() {
         echo "## server: env ${CELL_ENV[*]} $PERFTEST -p $port${PEER:+ (on $PEER)}"
         echo "## client: env ${CELL_ENV[*]} ${client[*]}"
     } >>"$log"
+    # shellcheck disable=SC2034  # server: passed by name
     if [ -n "$PEER" ]; then
         local remote
         remote="cd $(printf %q "$ROOT") && . contrib/env.sh $([ "$EMU" = 1 ] && echo --emulated-gpu) >/dev/null &&"
         remote+=" exec timeout -k 5 $RUN_TIMEOUT env $(printf '%q ' "${CELL_ENV[@]}") $(printf %q "$PERFTEST") -p $port"
-        # shellcheck disable=SC2086  # REMOTE_SH is a command line
-        timeout -k 5 "$RUN_TIMEOUT" $REMOTE_SH "$PEER" "$remote" </dev/null >"$log.server" 2>&1 &
+        # shellcheck disable=SC2206  # REMOTE_SH is a command line
+        server=($REMOTE_SH "$PEER" "$remote")
     else
-        timeout -k 5 "$RUN_TIMEOUT" env "${CELL_ENV[@]}" "$PERFTEST" -p "$port" \
-            </dev/null >"$log.server" 2>&1 &
+        server=(env "${CELL_ENV[@]}" "$PERFTEST" -p "$port")
     fi
-    srv_pid=$!
-    if WAIT_LISTEN_REMOTE=${PEER:+$REMOTE_SH $PEER} wait_listen "$port" "$srv_pid"; then
-        timeout -k 5 "$RUN_TIMEOUT" env "${CELL_ENV[@]}" "${client[@]}" \
-            </dev/null >>"$log" 2>&1 || rc=$?
-    else
-        rc=1; echo "(server never listened on port $port)" >>"$log"
-    fi
-    [ "$rc" = 0 ] || kill "$srv_pid" 2>/dev/null || true
-    wait "$srv_pid" 2>/dev/null || true
+    client=(env "${CELL_ENV[@]}" "${client[@]}")
+    perftest_pair "$port" "$RUN_TIMEOUT" "$log.server" "$log" server client \
+        "${PEER:+$REMOTE_SH $PEER}" || rc=$?
     { echo "## server output:"; sed 's/^/   /' "$log.server"; } >>"$log"
     rm -f "$log.server"
     echo "## client exit status $rc" >>"$log"
     [ "$rc" = 0 ] || return 0
-    # Final: iters typical avg overall avg-bw overall-bw avg-mr overall-mr
-    awk '$1 == "Final:" { v = $7 } END { if (v != "") print v }' "$log"
+    perftest_final 7 "$log"    # overall MB/s
 }
 
 # stats V...: "median p95 cv" of the values (p95: nearest rank)
