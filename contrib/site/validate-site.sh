@@ -7,7 +7,7 @@
 #   env       kernel, driver versions, nvidia-smi (topo -m), ibv_devinfo,
 #             IOMMU / ACS state, peermem module, ucx_info, and rc_gdr_info
 #             (text and --json): OUT/env/
-#   reg       contrib/bench/reg_sweep per GPU x NIC x lane: cold / hit /
+#   reg       contrib/site/reg_sweep per GPU x NIC x lane: cold / hit /
 #             contained / partial / disjoint / realloc registrations, the
 #             lane that really made them (md counters), times
 #   data      the UCT suites' gpu.uct_* tests (test/gtest/uct/test_gpu.cc,
@@ -43,11 +43,11 @@
 # records, not a reason to abandon the rest of a long run.
 set -uo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 usage() {
     cat <<'EOF'
-Usage: contrib/validate-site.sh [options]
+Usage: contrib/site/validate-site.sh [options]
   --out DIR         results directory (./validate-site-HOST-DATE)
   --gpus LIST       GPU indices, nvidia-smi / PCI order (all), e.g. 0,1
   --nics LIST       verbs devices, DEV or DEV:PORT (every device with an
@@ -659,7 +659,7 @@ reg_cell() {
     base=$OUT/cells/$(fname "reg__GPU${gpu}__${nic}__${lane}")
     json=$base.json txt=$base.txt
     lane_env "$lane" "$gpu"
-    local sweep=$BUILD/contrib/bench/reg_sweep
+    local sweep=$BUILD/contrib/site/reg_sweep
     local args=(--gpu "$(cell_ordinal "$gpu")" --size "$REG_SIZE" --iters "$REG_ITERS" "$nic")
     {
         echo "# reg cell: GPU $gpu (${GPU_NAME[$gpu]}) x $nic, lane $lane"
