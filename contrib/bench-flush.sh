@@ -12,12 +12,20 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+ROOT=$PWD
+case ${1:-} in -h|--help) sed -n '3,10p' contrib/bench-flush.sh; exit 0 ;; esac
 ITERS=${1:-51}
 
 if [ "${RC_GDR_BENCH_INSIDE:-}" != 1 ]; then
+    # die; bench_guest_run (the guest inherits the exported environment)
+    CLI_NAME=bench-flush
+    # shellcheck source=contrib/lib/cli.sh
+    . contrib/lib/cli.sh
+    # shellcheck source=contrib/lib/bench_guest.sh
+    . contrib/lib/bench_guest.sh
     contrib/build.sh > /dev/null
-    exec env RC_GDR_BENCH_INSIDE=1 contrib/rxe-vm.sh --timeout 900 -- \
-        contrib/bench-flush.sh "$ITERS"
+    export RC_GDR_BENCH_INSIDE=1
+    bench_guest_run --timeout 900 -- contrib/bench-flush.sh "$ITERS"
 fi
 
 . contrib/env.sh build
