@@ -1,5 +1,5 @@
 # Sourced by the scripts that start a ucx_perftest server and then its client
-# (test/rxe/run.sh, contrib/bench-*.sh, contrib/validate-site.sh).
+# (test/rxe/run.sh, contrib/bench-*.sh, contrib/site/validate-site.sh).
 #
 # wait_listen PORT [PID [SECONDS]]
 #   Returns 0 once a TCP socket listens on PORT; 1 when the server PID (if

@@ -6,7 +6,7 @@
 # through the CUDA driver (peermem: ibv_reg_mr on the device pointer;
 # DMA-BUF: the fd cuMemGetHandleForAddressRange exported), so every byte
 # below crossed the CUDA driver, never a NIC's DMA engine: NIC DMA into GPU
-# memory is what contrib/validate-site.sh checks at a site.
+# memory is what contrib/site/validate-site.sh checks at a site.
 #
 # Usage: test/gpu/run_tnic_gpu.sh -b BUILD [-c CUDA_BUILD -l CUDA_UCX_LIB]
 #   -b BUILD       rc_gdr built against the UCX this machine runs (here:
