@@ -8,6 +8,7 @@
 
 #include "rcache_check.h"
 
+#include <uct/ib_gdr/rc_gdr_glue_math.h> /* ucs_align_*, by release */
 #include <uct/ib_gdr/rc_gdr_rcache_int.h>
 
 #include <ucs/debug/log.h>
