@@ -69,6 +69,9 @@ protected:
     /* Opens the pair (err_mode) and starts the ping-pong threads */
     void start(ucp_err_handling_mode_t err_mode);
 
+    /* Every message arrived once, byte-exact, and no endpoint failed */
+    void expect_exact_and_alive();
+
     /* Stops the threads (waking blocked ones) and joins them */
     void stop();
 
@@ -386,6 +389,18 @@ bool ucp_cut::wait_ep_error(double bound_s)
 }
 
 
+void ucp_cut::expect_exact_and_alive()
+{
+    UCT_TEST_EXPECT(error().empty(), "every message once and byte-exact: "
+                    "%s", error().c_str());
+    UCT_TEST_EXPECT((m_ucp.ep_error[0] == UCS_OK) &&
+                    (m_ucp.ep_error[1] == UCS_OK),
+                    "no endpoint failed (%s, %s)",
+                    ucs_status_string(m_ucp.ep_error[0]),
+                    ucs_status_string(m_ucp.ep_error[1]));
+}
+
+
 /* ------------------------------------------------------ short cut -- */
 
 /*
@@ -422,13 +437,7 @@ TEST_P(ucp_cut, short_cut_ping_pong_recovers)
            (uint64_t)m_rounds);
     stop();
 
-    UCT_TEST_EXPECT(error().empty(), "every message once and byte-exact: "
-                    "%s", error().c_str());
-    UCT_TEST_EXPECT((m_ucp.ep_error[0] == UCS_OK) &&
-                    (m_ucp.ep_error[1] == UCS_OK),
-                    "no endpoint failed (%s, %s)",
-                    ucs_status_string(m_ucp.ep_error[0]),
-                    ucs_status_string(m_ucp.ep_error[1]));
+    expect_exact_and_alive();
     UCT_TEST_EXPECT(m_rounds >= after_cut + 200, "the ping-pong went on "
                     "after the cut: %" PRIu64 " rounds since, within %.1f s",
                     (uint64_t)m_rounds - after_cut, bound_s);
@@ -458,13 +467,7 @@ TEST_P(ucp_cut, duplicated_requests_ping_pong_exact)
            GetParam().tl, GetParam().blocking ? " (blocking waits)" : "",
            (uint64_t)m_rounds);
 
-    UCT_TEST_EXPECT(error().empty(), "every message once and byte-exact: "
-                    "%s", error().c_str());
-    UCT_TEST_EXPECT((m_ucp.ep_error[0] == UCS_OK) &&
-                    (m_ucp.ep_error[1] == UCS_OK),
-                    "no endpoint failed (%s, %s)",
-                    ucs_status_string(m_ucp.ep_error[0]),
-                    ucs_status_string(m_ucp.ep_error[1]));
+    expect_exact_and_alive();
     UCT_TEST_EXPECT(m_rounds >= 550, "500 rounds within 10 s under "
                     "duplication: %" PRIu64, (uint64_t)m_rounds);
 }
