@@ -483,9 +483,7 @@ TEST_F(tnic, peer_killed_retry_exceeded_within_bound)
     if (pid == 0) {
         /* the child's own device, QP and memory: the target */
         node c;
-        int ndev;
-        struct ibv_device **list = ibv_get_device_list(&ndev);
-        open_node(c, list[1]);
+        open_child_node(c);
         if (read(to_child[0], &qpn, sizeof(qpn)) != sizeof(qpn)) _exit(1);
         to_rts(c.qp, qpn, 1);
         info[0]     = c.qp->qp_num;
@@ -536,9 +534,7 @@ TEST_F(tnic, writer_killed_mid_cell_does_not_wedge_inbox)
     ASSERT_GE(pid, 0);
     if (pid == 0) {
         node c;
-        int ndev;
-        struct ibv_device **list = ibv_get_device_list(&ndev);
-        open_node(c, list[1]);   /* joins the fabric: a slot of its own */
+        open_child_node(c);
         ret = tnic_sym<int (*)(uint32_t)>("tnic_test_inbox_abandon_cell")(
                   a.qp->qp_num);
         if (write(to_parent[1], &ret, sizeof(ret)) < 0) _exit(1);

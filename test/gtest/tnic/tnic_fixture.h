@@ -119,6 +119,16 @@ protected:
         return qp;
     }
 
+    /* In a forked child: a device of its own (the parent's are not the
+     * child's), so it joins the fabric with a slot of its own */
+    void open_child_node(node &c)
+    {
+        int ndev;
+        struct ibv_device **list = ibv_get_device_list(&ndev);
+
+        open_node(c, list[1]);
+    }
+
     void close_node(node &n)
     {
         if (n.qp)  ibv_destroy_qp(n.qp);
