@@ -535,7 +535,7 @@ static int tnic_fabric_writers_dead(tnic_inbox_t *inbox)
 
     for (i = 1; i <= TNIC_MAX_SLOTS; ++i) {
         pid = __atomic_load_n(&inbox->writer[i], __ATOMIC_SEQ_CST);
-        if ((pid != 0) && ((kill(pid, 0) == 0) || (errno == EPERM))) {
+        if (tnic_pid_alive(pid, 0)) {
             return 0;
         }
     }
