@@ -1251,6 +1251,44 @@ TEST_F(md, gpu_reg_inside_allocation) {
 }
 
 /*
+ * UCP rounds a whole-allocation registration up to its alignment (16 bytes
+ * in 1.22): past an odd-sized allocation's end, into bytes that no other
+ * allocation can hold (CUDA aligns every allocation to 256 bytes). That is
+ * registered, whole; one byte past the 256-byte boundary is refused.
+ */
+TEST_F(md, gpu_reg_rounded_past_odd_end_to_cuda_alignment) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    ASSERT_EQ(UCS_OK, open());
+
+    const size_t length = 4 * 1024 * 1024 + 8; /* ucx_perftest's 4 MiB */
+    char *gpu           = (char*)gpu_alloc(1, length);
+    uct_mem_h memh      = reg(gpu, ucs_align_up_pow2(length, 16));
+    mock_verbs_mr_t mr;
+
+    ASSERT_TRUE(mock_verbs_find((uintptr_t)gpu, &mr));
+    EXPECT_GE(mr.length, ucs_align_up_pow2(length, 16));
+    dereg(memh);
+    dereg(reg(gpu, ucs_align_up_pow2(length, 256)));
+
+    {
+        log_capture capture;
+        uct_mem_h bad = UCT_MEM_HANDLE_NULL;
+
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                  uct_md_mem_reg(m_md, gpu, ucs_align_up_pow2(length, 256) + 1,
+                                 UCT_MD_MEM_ACCESS_ALL, &bad));
+        EXPECT_TRUE(captured_log_has("leaves the GPU1 cuda-device "
+                                     "allocation"));
+    }
+
+    close();
+    uct_rc_gdr_cuda_mem_free(gpu);
+}
+
+/*
  * A VMM range of several mappings is registered whole when they follow one
  * another without a gap, with one NIC registration; a range that runs into
  * reserved but unmapped addresses is refused, never shortened.

@@ -9,9 +9,9 @@
 #endif
 
 #include "rc_gdr_cuda_int.h"
+#include "rc_gdr_glue_math.h"
 
 #include <ucs/debug/log_def.h>
-#include <ucs/sys/math.h>
 #include <ucs/sys/string.h>
 
 #include <cuda.h>
@@ -830,6 +830,15 @@ static int uct_rc_gdr_cuda_mem_is_vmm(const uct_rc_gdr_cuda_mem_info_t *info)
            (info->context == NULL);
 }
 
+/*
+ * Every address the CUDA allocation routines return is aligned to at least
+ * 256 bytes (CUDA C++ Programming Guide, "Device Memory Accesses"), so the
+ * bytes from an allocation's end to the next such boundary belong to no
+ * other allocation. They count as the allocation's: UCP rounds a
+ * whole-allocation registration up to its own alignment (16 bytes).
+ */
+#define UCT_RC_GDR_CUDA_ALLOC_ALIGN 256
+
 ucs_status_t
 uct_rc_gdr_cuda_mem_range_check(const void *addr, size_t len,
                                 const uct_rc_gdr_cuda_mem_info_t *info,
@@ -845,7 +854,9 @@ uct_rc_gdr_cuda_mem_range_check(const void *addr, size_t len,
         return UCS_ERR_UNSUPPORTED;
     }
 
-    covered = (uintptr_t)info->base_address + info->alloc_length;
+    covered = ucs_align_up_pow2((uintptr_t)info->base_address +
+                                info->alloc_length,
+                                UCT_RC_GDR_CUDA_ALLOC_ALIGN);
     if ((start < (uintptr_t)info->base_address) || (start > covered) ||
         (len > UINTPTR_MAX - start)) {
         *end_p = covered;
