@@ -225,7 +225,9 @@ run_one() {
     read -ra args <<<"${CASE_ARGS[$name]}"
 
     # shellcheck disable=SC2034  # server and client: passed by name
-    server=("${env_cmd[@]}" "${PIN_SERVER[@]}" ucx_perftest -p "$port")
+    # (the server is told the device too: 1.22 refuses a UCT test without)
+    server=("${env_cmd[@]}" "${PIN_SERVER[@]}" ucx_perftest -p "$port"
+            -x "${XPORT[$tl]}" -d "$DEVICE")
     # shellcheck disable=SC2034
     client=("${env_cmd[@]}" "${PIN_CLIENT[@]}" ucx_perftest 127.0.0.1
             -p "$port" -x "${XPORT[$tl]}" -d "$DEVICE" "${args[@]}"
@@ -341,10 +343,10 @@ run_inside() {
     local name tl i v failed=0
     local -a order
     [ "$TNIC" = 1 ] || bench_guest_device "$DEVICE"
-    command -v ucx_perftest >/dev/null || die "ucx_perftest not found"
     # The caller's UCX_* settings apply to both transports; show them.
     CALLER_UCX_ENV=$(env | grep '^UCX_' | sort || true)
-    setup_env
+    setup_env   # the build's UCX first in PATH (contrib/env.sh)
+    command -v ucx_perftest >/dev/null || die "ucx_perftest not found"
     setup_pinning
     WORK=$(mktemp -d)
     trap 'rm -rf "$WORK"

@@ -57,7 +57,7 @@ bench_guest_preloads() {
                    grep -v '/libuct_ib_gdr\.so$' | paste -sd: || true)
     # shellcheck source=contrib/env.sh
     . "$ROOT/contrib/env.sh" "$build"
-    GDR_PRELOAD=$LD_PRELOAD
+    GDR_PRELOAD=${LD_PRELOAD:-}   # none where the UCX scans UCX_PLUGIN_PATH
     # shellcheck disable=SC2034  # ENV_* are read by the caller, by name
     if [ -n "$BASE_PRELOAD" ]; then
         ENV_rc_verbs=(env "LD_PRELOAD=$BASE_PRELOAD")
