@@ -61,6 +61,34 @@ uct_rc_gdr_ep_check_user_tx(uct_rc_gdr_ep_t *ep, int needs_credit)
 }
 
 
+/* The moderation's turn: a descriptor its completion names (out of line,
+ * one call in TX_CQ_MODERATION, so that the short sends stay small) */
+static UCS_F_NOINLINE ucs_status_t
+uct_rc_gdr_ep_post_reporting(uct_rc_gdr_ep_t *ep, struct ibv_send_wr *wr)
+{
+    uct_rc_gdr_op_t *op;
+    ucs_status_t status;
+
+    status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 0, &op);
+    if (status != UCS_OK) {
+        return status;
+    }
+    return uct_rc_gdr_ep_post_op(ep, wr, op);
+}
+
+
+/* A work request nobody waits for (a short put or message): without a
+ * descriptor when it need not report, else with one its completion names. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_rc_gdr_ep_post_quiet(uct_rc_gdr_ep_t *ep, struct ibv_send_wr *wr)
+{
+    if (ucs_likely(uct_rc_gdr_ep_may_post_bare(ep))) {
+        return uct_rc_gdr_ep_post_bare(ep, wr);
+    }
+    return uct_rc_gdr_ep_post_reporting(ep, wr);
+}
+
+
 /* Resources for one more work request the user asked for, then its
  * descriptor. */
 static UCS_F_ALWAYS_INLINE ucs_status_t
@@ -327,7 +355,6 @@ ucs_status_t uct_rc_gdr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
     uct_rc_gdr_ep_lane_t lane;
     struct ibv_send_wr wr;
     struct ibv_sge sge;
-    uct_rc_gdr_op_t *op;
     ucs_status_t status;
 
     if (ucs_unlikely(length > iface->config.max_inline)) {
@@ -349,7 +376,7 @@ ucs_status_t uct_rc_gdr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
                                            &remote_key);
     }
 
-    status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_SEND, 0, &op);
+    status = uct_rc_gdr_ep_check_user_tx(ep, 0);
     if (status != UCS_OK) {
         return status;
     }
@@ -359,7 +386,7 @@ ucs_status_t uct_rc_gdr_ep_put_short(uct_ep_h tl_ep, const void *buffer,
     sge.lkey   = 0;
     uct_rc_gdr_ep_wr_rdma(&wr, IBV_WR_RDMA_WRITE, &sge, 1, remote_addr,
                           remote_key.rkey, IBV_SEND_INLINE);
-    status = uct_rc_gdr_ep_post_op(ep, &wr, op);
+    status = uct_rc_gdr_ep_post_quiet(ep, &wr);
     if (status == UCS_OK) {
         uct_rc_gdr_ep_flush_note_write(ep, &remote_key, remote_addr, length);
     }
@@ -487,6 +514,7 @@ static UCS_F_ALWAYS_INLINE int uct_rc_gdr_ep_am_solicited(unsigned flags)
 }
 
 
+/* Posts a message, with @a op, or without one that nobody waits for */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_rc_gdr_ep_am_post(uct_rc_gdr_ep_t *ep, uint8_t id, struct ibv_send_wr *wr,
                       uct_rc_gdr_op_t *op)
@@ -494,7 +522,8 @@ uct_rc_gdr_ep_am_post(uct_rc_gdr_ep_t *ep, uint8_t id, struct ibv_send_wr *wr,
     ucs_status_t status;
 
     wr->imm_data = uct_rc_gdr_ep_take_imm(ep, id);
-    status       = uct_rc_gdr_ep_post_op(ep, wr, op);
+    status       = (op == NULL) ? uct_rc_gdr_ep_post_quiet(ep, wr) :
+                                  uct_rc_gdr_ep_post_op(ep, wr, op);
     if (status == UCS_OK) {
         --ep->fc_credits;
         /* UCX's AM tracer (uct_iface_set_am_tracer) and data log: compiled
@@ -526,7 +555,6 @@ ucs_status_t uct_rc_gdr_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
     uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
     struct ibv_send_wr wr;
     struct ibv_sge sges[2];
-    uct_rc_gdr_op_t *op;
     ucs_status_t status;
 
     /* max_short counts the header too, as UCT defines it. */
@@ -542,11 +570,6 @@ ucs_status_t uct_rc_gdr_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
         return status;
     }
 
-    status = uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 0, &op);
-    if (status != UCS_OK) {
-        return status;
-    }
-
     sges[0].addr   = (uintptr_t)&hdr;
     sges[0].length = sizeof(hdr);
     sges[0].lkey   = 0;
@@ -554,7 +577,7 @@ ucs_status_t uct_rc_gdr_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
     sges[1].length = length;
     sges[1].lkey   = 0;
     uct_rc_gdr_ep_wr_send(&wr, sges, (length > 0) ? 2 : 1, IBV_SEND_INLINE);
-    return uct_rc_gdr_ep_am_post(ep, id, &wr, op);
+    return uct_rc_gdr_ep_am_post(ep, id, &wr, NULL);
 }
 
 
@@ -932,39 +955,21 @@ uct_rc_gdr_ep_complete_op(uct_rc_gdr_ep_t *ep, uct_rc_gdr_op_t *op,
 }
 
 
-/* Flushes complete when every operation posted before them has. */
-static UCS_F_NOINLINE void uct_rc_gdr_ep_complete_flushes(uct_rc_gdr_ep_t *ep)
-{
-    ucs_status_t status = (ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) ?
-                          ep->status : UCS_OK;
-    uct_rc_gdr_op_t *op;
-
-    while (!ucs_queue_is_empty(&ep->outstanding)) {
-        op = ucs_queue_head_elem_non_empty(&ep->outstanding, uct_rc_gdr_op_t,
-                                           queue);
-        if (op->type != UCT_RC_GDR_OP_FLUSH) {
-            break;
-        }
-        ucs_queue_pull_non_empty(&ep->outstanding);
-        --ep->num_flushes;
-        uct_rc_gdr_ep_complete_op(ep, op, status);
-    }
-}
-
-
 /*
- * A completion retires its work request and every unsignaled one before it
- * (RC executes a queue pair's sends in order), each in posting order; an
- * error completion, which verbs reports even for an unsignaled request,
- * fails that request and, through the endpoint's status, those after it.
+ * A completion retires every work request up to its own (RC executes a
+ * queue pair's sends in order): those without a descriptor are only
+ * counted, those with one complete in posting order, and so do the flushes
+ * queued among them. Its sequence number is its descriptor's, or in its
+ * wr_id when it has none (an error completion, which verbs reports even
+ * for an unsignaled request). An error fails that request and, through the
+ * endpoint's status, those after it.
  */
-void uct_rc_gdr_ep_send_completion(struct ibv_wc *wc)
+void uct_rc_gdr_ep_send_completion(uct_rc_gdr_ep_t *ep, struct ibv_wc *wc)
 {
-    uct_rc_gdr_ep_t *ep       = ((uct_rc_gdr_op_t*)wc->wr_id)->ep;
     uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
+    uint32_t seq, count;
     ucs_status_t status;
     uct_rc_gdr_op_t *op;
-    int last;
 
     if (ucs_unlikely(wc->status != IBV_WC_SUCCESS)) {
         status = uct_rc_gdr_ep_wc_status(wc->status);
@@ -977,31 +982,32 @@ void uct_rc_gdr_ep_send_completion(struct ibv_wc *wc)
         uct_rc_gdr_ep_set_failed(ep, status);
     }
 
-    ++ep->tx_done;
-    do {
-        if (ucs_unlikely(ep->num_flushes > 0)) {
-            uct_rc_gdr_ep_complete_flushes(ep);
-        }
-        if (ucs_unlikely(ucs_queue_is_empty(&ep->outstanding))) {
-            ucs_error("rc_gdr: completion on QP 0x%x (wr_id 0x%" PRIx64 ") "
-                      "matches no posted request", wc->qp_num,
-                      (uint64_t)wc->wr_id);
-            return;
-        }
+    seq   = (wc->wr_id & UCT_RC_GDR_WR_ID_BARE) ?
+            (uint32_t)(wc->wr_id >> 1) : ((uct_rc_gdr_op_t*)wc->wr_id)->seq;
+    count = seq - ep->tx_retired;
+    if (ucs_unlikely((count == 0) || (count > ep->num_outstanding))) {
+        ucs_error("rc_gdr: completion on QP 0x%x (wr_id 0x%" PRIx64 ") "
+                  "matches no posted request", wc->qp_num,
+                  (uint64_t)wc->wr_id);
+        return;
+    }
 
-        op   = ucs_queue_pull_elem_non_empty(&ep->outstanding,
-                                             uct_rc_gdr_op_t, queue);
-        last = ((uintptr_t)op == wc->wr_id);
-        ++iface->tx_cq_avail;
-        --ep->num_outstanding;
-        ++ep->sq_avail;
+    /* Room first: a callback below may post again */
+    ++ep->tx_done;
+    ep->tx_retired       = seq;
+    ep->num_outstanding -= count;
+    ep->sq_avail        += count;
+    iface->tx_cq_avail  += count;
+    while (!ucs_queue_is_empty(&ep->outstanding)) {
+        op = ucs_queue_head_elem_non_empty(&ep->outstanding, uct_rc_gdr_op_t,
+                                           queue);
+        if ((int32_t)(op->seq - seq) > 0) {
+            break; /* posted after it */
+        }
+        ucs_queue_pull_non_empty(&ep->outstanding);
         uct_rc_gdr_ep_complete_op(ep, op,
                                   (ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) ?
                                   ep->status : UCS_OK);
-    } while (!last);
-
-    if (ucs_unlikely(ep->num_flushes > 0)) {
-        uct_rc_gdr_ep_complete_flushes(ep);
     }
 
     if (ucs_likely(!(ep->flags & (UCT_RC_GDR_EP_FLAG_DESTROYED |
@@ -1311,8 +1317,8 @@ ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
     }
 
     op->comp = comp;
+    op->seq  = ep->tx_posted; /* completes when all before it are retired */
     ucs_queue_push(&ep->outstanding, &op->queue);
-    ++ep->num_flushes;
     return UCS_INPROGRESS;
 }
 
@@ -1648,7 +1654,8 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_ep_t, const uct_ep_params_t *params)
     ucs_queue_head_init(&self->outstanding);
     ucs_queue_head_init(&self->pending);
     self->num_outstanding = 0;
-    self->num_flushes     = 0;
+    self->tx_posted       = 0;
+    self->tx_retired      = 0;
     self->sq_avail        = iface->config.tx_queue_len;
     self->unsignaled      = 0;
     self->tx_done         = 0;
@@ -1687,13 +1694,11 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_gdr_ep_t)
     }
 
     /* Completions that never came (iface closing): the CQ slots are free. */
-    self->flags |= UCT_RC_GDR_EP_FLAG_DESTROYED;
+    self->flags        |= UCT_RC_GDR_EP_FLAG_DESTROYED;
+    iface->tx_cq_avail += self->num_outstanding;
     while (!ucs_queue_is_empty(&self->outstanding)) {
         op = ucs_queue_pull_elem_non_empty(&self->outstanding,
                                            uct_rc_gdr_op_t, queue);
-        if (op->type != UCT_RC_GDR_OP_FLUSH) {
-            ++iface->tx_cq_avail;
-        }
         uct_rc_gdr_ep_release_op(op);
     }
 

@@ -47,22 +47,33 @@ typedef enum {
 
 
 /*
- * One work request, or one flush waiting for those before it. Every send
- * work request owns a descriptor queued on its endpoint in posting order.
- * Writes and sends nobody waits for are posted unsignaled, one in every
- * tx_cq_moderation reports (rc_gdr_ep.inl, uct_rc_gdr_ep_post): RC completes
- * a QP's sends in order, so a completion retires its request and every
- * unsignaled one before it. A flush is a descriptor without a work request
- * that completes when it reaches the head (behind a signaled request it
- * posts when the last ones report nothing). When writes since the last
- * flush need a read to be visible (rc_gdr_flush.h), the flush first posts
- * that RDMA READ and queues itself behind it.
+ * One work request, or one flush waiting for those before it. Every work
+ * request has a sequence number (ep->tx_posted); one that has something to
+ * do at its end (a callback, a buffer, data to deliver) owns a descriptor
+ * queued on its endpoint in posting order. Writes and sends nobody waits
+ * for are posted unsignaled, one in every tx_cq_moderation reports
+ * (rc_gdr_ep.inl, uct_rc_gdr_ep_post), and the short ones without a
+ * descriptor at all (uct_rc_gdr_ep_post_bare: counted, not queued, as
+ * rc_verbs posts them): RC completes a QP's sends in order, so a completion
+ * retires every request up to its sequence number. A flush is a descriptor
+ * without a work request that completes when those before it are retired
+ * (behind a signaled request it posts when the last ones report nothing).
+ * When writes since the last flush need a read to be visible
+ * (rc_gdr_flush.h), the flush first posts that RDMA READ and queues itself
+ * behind it.
  */
+#define UCT_RC_GDR_WR_ID_BARE  1 /* wr_id of a work request without a
+                                    descriptor: its sequence number << 1,
+                                    this bit set (a descriptor's address
+                                    never has it) */
+
 typedef struct uct_rc_gdr_op {
     ucs_queue_elem_t          queue;      /* in ep->outstanding */
     uct_rc_gdr_ep_t           *ep;        /* whose: a completion's wr_id
                                              names its descriptor */
     uct_rc_gdr_op_type_t      type;
+    uint32_t                  seq;        /* its work request's number; a
+                                             flush's: the last one before */
     uint8_t                   signaled;   /* its work request reports */
     uint8_t                   internal;   /* comp is rc_gdr's own (the
                                              bounce lane's), not the user's */
@@ -91,7 +102,6 @@ struct uct_rc_gdr_ep {
     ucs_queue_head_t          outstanding;  /* uct_rc_gdr_op_t, post order */
     ucs_queue_head_t          pending;      /* uct_pending_req_t */
     unsigned                  num_outstanding; /* work requests in flight */
-    unsigned                  num_flushes;  /* flush descriptors queued */
     unsigned                  sq_avail;
     unsigned                  unsignaled;   /* posted since the last
                                                signaled work request */
@@ -101,6 +111,8 @@ struct uct_rc_gdr_ep {
     uint8_t                   stall_sweeps; /* stall sweeps in a row that
                                                found no completion */
     ucs_status_t              status;       /* why it failed */
+    uint32_t                  tx_posted;    /* work requests posted */
+    uint32_t                  tx_retired;   /* ... and retired, in order */
     uint32_t                  tx_done;      /* send completions, counted */
     uint32_t                  stall_seen;   /* tx_done at the last sweep */
     struct {
@@ -189,7 +201,7 @@ ucs_status_t uct_rc_gdr_ep_check(uct_ep_h tl_ep, unsigned flags,
 ucs_status_t uct_rc_gdr_ep_invalidate(uct_ep_h tl_ep, unsigned flags);
 
 /* Called from the interface's progress (rc_gdr_iface.c). */
-void uct_rc_gdr_ep_send_completion(struct ibv_wc *wc);
+void uct_rc_gdr_ep_send_completion(uct_rc_gdr_ep_t *ep, struct ibv_wc *wc);
 void uct_rc_gdr_ep_recv_credits(uct_rc_gdr_ep_t *ep, unsigned credits);
 void uct_rc_gdr_ep_dispatch_pending(uct_rc_gdr_ep_t *ep, unsigned credits_due);
 void uct_rc_gdr_ep_grant_credits(uct_rc_gdr_ep_t *ep, unsigned credits_due);

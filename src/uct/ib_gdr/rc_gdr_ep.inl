@@ -6,7 +6,7 @@
  *               uct_rc_gdr_ep_start_internal_op
  *   descriptor  uct_rc_gdr_ep_get_op, uct_rc_gdr_ep_release_op
  *   post        uct_rc_gdr_ep_post (traced: rc_gdr_trace.h),
- *               uct_rc_gdr_ep_post_op
+ *               uct_rc_gdr_ep_post_op, uct_rc_gdr_ep_post_bare (none)
  *   messages    uct_rc_gdr_ep_take_imm, uct_rc_gdr_ep_post_credit (the one
  *               credit-only SEND), uct_rc_gdr_ep_probe (keepalive),
  *               uct_rc_gdr_ep_post_bounce
@@ -131,6 +131,51 @@ uct_rc_gdr_ep_start_internal_op(uct_rc_gdr_ep_t *ep,
 }
 
 
+static UCS_F_NOINLINE ucs_status_t
+uct_rc_gdr_ep_post_failed(uct_rc_gdr_ep_t *ep, const struct ibv_send_wr *wr,
+                          int ret)
+{
+    ucs_error("rc_gdr: ibv_post_send(QP 0x%x, opcode %d) failed: %s",
+              ep->qp->qp_num, wr->opcode, strerror(ret));
+    return UCS_ERR_IO_ERROR;
+}
+
+
+/* Hands one work request, whose resources were checked, to the QP and
+ * counts it; on failure nothing was posted. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_rc_gdr_ep_post_wr(uct_rc_gdr_ep_t *ep, struct ibv_send_wr *wr,
+                      int signaled)
+{
+    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
+    struct ibv_send_wr *bad_wr;
+    int ret;
+
+    wr->next = NULL;
+    if (ep->flags & UCT_RC_GDR_EP_FLAG_FENCE) {
+        /* Waits for the reads and atomics posted before the fence. */
+        wr->send_flags |= IBV_SEND_FENCE;
+    }
+
+    uct_rc_gdr_trace_post_send(ep->qp->qp_num, wr);
+    ret = ibv_post_send(ep->qp, wr, &bad_wr);
+    if (ucs_unlikely(ret != 0)) {
+        return uct_rc_gdr_ep_post_failed(ep, wr, ret);
+    }
+
+    ep->flags &= ~UCT_RC_GDR_EP_FLAG_FENCE;
+    ++ep->tx_posted;
+    ++ep->num_outstanding;
+    --ep->sq_avail;
+    /* Every request may report (an error completion does even when not
+     * signaled): the completion queue is sized for all of them. */
+    --iface->tx_cq_avail;
+    ep->unsignaled = signaled ? 0 : (ep->unsignaled + 1);
+    ++iface->stats.tx_wrs;
+    return UCS_OK;
+}
+
+
 /*
  * Posts one work request owned by @a op, whose resources were checked.
  * Writes and sends nobody waits for report only every tx_cq_moderation-th
@@ -143,39 +188,46 @@ static inline ucs_status_t uct_rc_gdr_ep_post(uct_rc_gdr_ep_t *ep,
                                               uct_rc_gdr_op_t *op)
 {
     uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
-    struct ibv_send_wr *bad_wr;
-    int ret;
+    ucs_status_t status;
 
     op->signaled   |= (op->comp != NULL) || (op->type != UCT_RC_GDR_OP_SEND) ||
                       (ep->unsignaled + 1 >= iface->config.tx_cq_moderation);
     wr->wr_id       = (uintptr_t)op;
-    wr->next        = NULL;
     if (op->signaled) {
         wr->send_flags |= IBV_SEND_SIGNALED;
     }
-    if (ep->flags & UCT_RC_GDR_EP_FLAG_FENCE) {
-        /* Waits for the reads and atomics posted before the fence. */
-        wr->send_flags |= IBV_SEND_FENCE;
-    }
 
-    uct_rc_gdr_trace_post_send(ep->qp->qp_num, wr);
-    ret = ibv_post_send(ep->qp, wr, &bad_wr);
-    if (ucs_unlikely(ret != 0)) {
-        ucs_error("rc_gdr: ibv_post_send(QP 0x%x, opcode %d) failed: %s",
-                  ep->qp->qp_num, wr->opcode, strerror(ret));
-        return UCS_ERR_IO_ERROR;
+    status = uct_rc_gdr_ep_post_wr(ep, wr, op->signaled);
+    if (ucs_likely(status == UCS_OK)) {
+        op->seq = ep->tx_posted;
+        ucs_queue_push(&ep->outstanding, &op->queue);
     }
+    return status;
+}
 
-    ep->flags &= ~UCT_RC_GDR_EP_FLAG_FENCE;
-    ucs_queue_push(&ep->outstanding, &op->queue);
-    ++ep->num_outstanding;
-    --ep->sq_avail;
-    /* Every request may report (an error completion does even when not
-     * signaled): the completion queue is sized for all of them. */
-    --iface->tx_cq_avail;
-    ep->unsignaled = op->signaled ? 0 : (ep->unsignaled + 1);
-    ++iface->stats.tx_wrs;
-    return UCS_OK;
+
+/* Whether the next work request may go without a descriptor: one that
+ * would not report (the moderation's turn makes the next one signaled,
+ * and a signaled one needs a descriptor for its completion to name). */
+static UCS_F_ALWAYS_INLINE int uct_rc_gdr_ep_may_post_bare(uct_rc_gdr_ep_t *ep)
+{
+    return ep->unsignaled + 1 < uct_rc_gdr_ep_iface(ep)->config.tx_cq_moderation;
+}
+
+
+/*
+ * Posts a work request nobody waits for without a descriptor (after
+ * uct_rc_gdr_ep_may_post_bare): unsignaled, it is retired by the next
+ * completion after it, or in error by its own, whose wr_id gives its
+ * sequence number (UCT_RC_GDR_WR_ID_BARE). As rc_verbs does: no mpool, no
+ * queue, for the short sends.
+ */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_rc_gdr_ep_post_bare(uct_rc_gdr_ep_t *ep, struct ibv_send_wr *wr)
+{
+    wr->wr_id = ((uint64_t)(uint32_t)(ep->tx_posted + 1) << 1) |
+                UCT_RC_GDR_WR_ID_BARE;
+    return uct_rc_gdr_ep_post_wr(ep, wr, 0);
 }
 
 

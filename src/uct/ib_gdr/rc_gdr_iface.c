@@ -594,8 +594,20 @@ static unsigned uct_rc_gdr_iface_progress(uct_iface_h tl_iface)
                                              iface->send_cq,
                                              UCT_RC_GDR_POLL_BATCH, wcs);
     for (i = 0; i < num_wcs; ++i) {
-        /* wr_id names the descriptor, which knows its endpoint */
-        uct_rc_gdr_ep_send_completion(&wcs[i]);
+        /* wr_id names the descriptor, which knows its endpoint; a work
+         * request without one is found by its QP */
+        if (ucs_likely(!(wcs[i].wr_id & UCT_RC_GDR_WR_ID_BARE))) {
+            ep = ((uct_rc_gdr_op_t*)wcs[i].wr_id)->ep;
+        } else {
+            ep = uct_rc_gdr_iface_lookup_ep(iface, wcs[i].qp_num);
+            if (ep == NULL) {
+                ucs_error("rc_gdr: completion on QP 0x%x of no endpoint "
+                          "(wr_id 0x%" PRIx64 "): dropped", wcs[i].qp_num,
+                          (uint64_t)wcs[i].wr_id);
+                continue;
+            }
+        }
+        uct_rc_gdr_ep_send_completion(ep, &wcs[i]);
     }
     count += ucs_max(num_wcs, 0);
 

@@ -273,6 +273,49 @@ TEST_F(tnic_fault, wc_rem_access_invalid_addr)
     check_wc_error("rem_access", UCS_ERR_INVALID_ADDR);
 }
 
+/* Short puts go without a descriptor while they need not report (one in
+ * TX_CQ_MODERATION does): an error completion of one of those, which names
+ * no descriptor, fails the endpoint with its status, retires what came
+ * before it, and a flush after it ends at once; nothing is left */
+TEST_F(tnic_fault, bare_short_put_error_reported_and_retired)
+{
+    uint64_t value = 0x5eed;
+    uct_test_comp_t comp;
+    ucs_status_t status;
+    int i, posted = 0;
+
+    pair_open(BUF_SIZE);
+    rkey_unpack();
+    fault("wc_error:after=3:status=rem_access");
+    for (i = 0; i < 8; ++i) {
+        status = UCT_TEST_RETRY(nodes, 2,
+                                uct_ep_put_short(a->ep, &value, sizeof(value),
+                                                 wb.buf, m_rkey.rkey));
+        posted += (status == UCS_OK);
+    }
+    printf("wc_error:after=3 under %d short puts: error handler %s\n",
+           posted, wait_ep_error(5.0) ?
+           ucs_status_string(a->ep_error_status) : "not called");
+    UCT_TEST_EXPECT(posted >= 3, "%d short puts posted", posted);
+    UCT_TEST_EXPECT(a->ep_error && (a->ep_error_status == UCS_ERR_INVALID_ADDR),
+                    "error handler called with %s",
+                    ucs_status_string(a->ep_error_status));
+
+    /* every request was retired: a flush ends (no request left behind
+     * that never reports), and a new put fails at once */
+    uct_test_comp_init(&comp);
+    status = UCT_TEST_RETRY(nodes, 2, uct_ep_flush(a->ep, 0, &comp.comp));
+    status = uct_test_comp_wait(nodes, 2, status, &comp);
+    UCT_TEST_EXPECT(status != UCS_ERR_TIMED_OUT, "a flush after the error "
+                    "ends: %s", ucs_status_string(status));
+    status = uct_ep_put_short(a->ep, &value, sizeof(value), wb.buf,
+                              m_rkey.rkey);
+    UCT_TEST_EXPECT((status != UCS_OK) && (status != UCS_ERR_NO_RESOURCE),
+                    "a short put after the error: %s",
+                    ucs_status_string(status));
+    expect_nothing_left();
+}
+
 /* The QP goes to error between puts (IBV_EVENT_QP_FATAL, then every WR
  * flushed): the put in flight ends with an error, the endpoint's handler
  * runs, nothing hangs */
