@@ -418,6 +418,54 @@ static void rc_gdr_info_print_gpu_attr(const uct_rc_gdr_probe_gpu_t *gpu)
            "unreadable");
 }
 
+/* Where a GPU sits: its PCIe path from the host bridge down, and its NUMA
+ * node, from sysfs (nvidia-smi topo -m's columns, per device) */
+static void rc_gdr_info_print_gpu_place(const char *sysfs_root,
+                                        const char *bdf, int json)
+{
+    uct_rc_gdr_topo_dev_t dev;
+    unsigned i;
+
+    if (uct_rc_gdr_topo_dev_query(sysfs_root, bdf, &dev) != UCS_OK) {
+        if (json) {
+            printf(", \"pcie_path\": null, \"numa_node\": null");
+        } else {
+            printf("  PCIe path: not found below %s/bus/pci/devices\n",
+                   sysfs_root);
+        }
+        return;
+    }
+
+    if (json) {
+        printf(", \"pcie_path\": [");
+        uct_rc_gdr_gate_print_json_string(stdout, dev.host_bridge);
+        for (i = 0; i < dev.num_bridges; ++i) {
+            printf(", ");
+            uct_rc_gdr_gate_print_json_string(stdout, dev.bridges[i]);
+        }
+        printf(", ");
+        uct_rc_gdr_gate_print_json_string(stdout, dev.bdf);
+        printf("], \"numa_node\": ");
+        if (dev.numa_node >= 0) {
+            printf("%d", dev.numa_node);
+        } else {
+            printf("null");
+        }
+        return;
+    }
+
+    printf("  PCIe path: %s", dev.host_bridge);
+    for (i = 0; i < dev.num_bridges; ++i) {
+        printf(" > %s", dev.bridges[i]);
+    }
+    printf(" > %s; NUMA node ", dev.bdf);
+    if (dev.numa_node >= 0) {
+        printf("%d\n", dev.numa_node);
+    } else {
+        printf("unknown (numa_node -1)\n");
+    }
+}
+
 /* A limit as JSON: a number, or null when unknown ("unlimited": -1) */
 static void rc_gdr_info_print_json_limit(uint64_t value)
 {
@@ -550,6 +598,8 @@ static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
                        info->gpus[i].probe.attr.writes_ordering);
             }
             rc_gdr_info_print_json_bar1(&info->gpus[i].bar1);
+            rc_gdr_info_print_gpu_place(info->sysfs_root, info->gpus[i].bdf,
+                                        1);
             printf("}");
         }
         printf("], \"nics\": [");
@@ -599,6 +649,7 @@ static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
         if (info->gpus[i].ordinal >= 0) {
             rc_gdr_info_print_gpu_attr(&info->gpus[i].probe);
         }
+        rc_gdr_info_print_gpu_place(info->sysfs_root, info->gpus[i].bdf, 0);
         rc_gdr_info_print_bar1(&info->gpus[i].bar1);
     }
     if (info->num_nics == 0) {

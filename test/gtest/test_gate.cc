@@ -752,10 +752,42 @@ TEST(test_rc_gdr_info, no_gpu_json_and_require) {
     EXPECT_EQ(0, WEXITSTATUS(pclose(pipe)));
     EXPECT_TRUE(json_checker::valid(out)) << out;
     EXPECT_TRUE(contains(out, "\"emulated\": true")) << out;
+    /* the emulated GPUs' PCI functions are not in this empty tree */
+    EXPECT_TRUE(contains(out, "\"pcie_path\": null, \"numa_node\": null"))
+            << out;
 
     nftw(root, remove_entry, 4, FTW_DEPTH | FTW_PHYS);
 }
 #endif
+
+
+/*
+ * One device's place, as rc_gdr_info prints it per GPU: the host bridge,
+ * the bridges down to it (root port first) and its NUMA node; a function
+ * not in the tree, or a malformed address, is an error.
+ */
+TEST_F(test_rc_gdr_gate, dev_query_pcie_path_and_numa_node) {
+    const char *sw1 = "pci0000:80/0000:80:01.0/0000:81:00.0";
+    uct_rc_gdr_topo_dev_t dev;
+    rc_gdr_sysfs sysfs;
+
+    sysfs.add_pci(std::string(sw1) + "/0000:82:00.0/0000:83:00.0", 1,
+                  "0x10de", "0x030200");
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_topo_dev_query(sysfs.root(), "83:00.0",
+                                                &dev));
+    EXPECT_STREQ("0000:83:00.0", dev.bdf);
+    EXPECT_STREQ("pci0000:80", dev.host_bridge);
+    ASSERT_EQ(3u, dev.num_bridges);
+    EXPECT_STREQ("0000:80:01.0", dev.bridges[0]);
+    EXPECT_STREQ("0000:81:00.0", dev.bridges[1]);
+    EXPECT_STREQ("0000:82:00.0", dev.bridges[2]);
+    EXPECT_EQ(1, dev.numa_node);
+
+    EXPECT_NE(UCS_OK, uct_rc_gdr_topo_dev_query(sysfs.root(), "0000:84:00.0",
+                                                &dev));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_rc_gdr_topo_dev_query(sysfs.root(), "not-a-bdf", &dev));
+}
 
 
 /*

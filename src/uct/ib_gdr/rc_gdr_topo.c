@@ -647,6 +647,25 @@ ucs_status_t uct_rc_gdr_topo_bus_id_parse(const char *bdf,
     return UCS_OK;
 }
 
+ucs_status_t uct_rc_gdr_topo_dev_query(const char *sysfs_root, const char *bdf,
+                                       uct_rc_gdr_topo_dev_t *dev)
+{
+    uct_rc_gdr_topo_t topo;
+    char parsed[UCT_RC_GDR_BDF_MAX];
+
+    if ((sysfs_root == NULL) ||
+        (strlen(sysfs_root) >= sizeof(topo.sysfs_root)) ||
+        (uct_rc_gdr_topo_bdf_parse(bdf, parsed, sizeof(parsed)) != UCS_OK)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    memset(&topo, 0, sizeof(topo));
+    memset(dev, 0, sizeof(*dev));
+    dev->numa_node = -1;
+    ucs_strncpy_safe(topo.sysfs_root, sysfs_root, sizeof(topo.sysfs_root));
+    return uct_rc_gdr_topo_pci_find(&topo, "PCI function", parsed, dev);
+}
+
 ucs_status_t uct_rc_gdr_topo_classify(const char *sysfs_root,
                                       const char *gpu_bdf, const char *nic,
                                       uct_rc_gdr_topo_t *topo_p)

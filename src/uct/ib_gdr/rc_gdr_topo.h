@@ -149,6 +149,18 @@ ucs_status_t uct_rc_gdr_topo_classify(const char *sysfs_root,
 
 
 /**
+ * One PCI function's place in the tree, as the distance check reads it: its
+ * host bridge, the bridges above it (root port first), its NUMA node and its
+ * IOMMU mode (rc_gdr_info prints it for each GPU).
+ *
+ * @return UCS_OK, UCS_ERR_INVALID_PARAM for a malformed address or root,
+ *         else why the function was not found below @a sysfs_root.
+ */
+ucs_status_t uct_rc_gdr_topo_dev_query(const char *sysfs_root, const char *bdf,
+                                       uct_rc_gdr_topo_dev_t *dev);
+
+
+/**
  * Parse a PCI address ("0000:17:00.0", "00000000:17:00.0", "17:00.0", any
  * case) into the spelling sysfs uses ("0000:17:00.0").
  */
