@@ -553,7 +553,9 @@ static const char *rc_gdr_info_relaxed_order(const rc_gdr_info_t *info,
         snprintf(why, max, "the device did not open");
         return "off";
     } else if (nic->ro_errno == 0) {
-        snprintf(why, max, "the device takes IBV_ACCESS_RELAXED_ORDERING; "
+        snprintf(why, max, "a registration with "
+                 "IBV_ACCESS_RELAXED_ORDERING succeeds (an optional flag: "
+                 "rdma-core drops it silently where the kernel lacks it); "
                  "%s=%s", RC_GDR_INFO_KNOB_RELAXED_ORDERING,
                  info->relaxed_order);
         return "on";
@@ -568,7 +570,7 @@ static const char *rc_gdr_info_relaxed_order(const rc_gdr_info_t *info,
 
 static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
 {
-    char ro_why[160];
+    char ro_why[256];
     const char *ro;
     char max_mr[32], max_mr_size[32];
     unsigned i;

@@ -345,6 +345,14 @@ void tnic_engine_qp_error(tnic_qp_t *qp);
 int tnic_engine_rq_post(tnic_rq_t *rq, struct ibv_recv_wr *wr);
 void tnic_engine_thread_start(void);
 
+/* What a registration asking IBV_ACCESS_RELAXED_ORDERING gets */
+enum {
+    TNIC_RELAXED_ORDER_TAKE,   /* recorded with the MR (the default) */
+    TNIC_RELAXED_ORDER_REFUSE, /* EINVAL: a library or kernel without it */
+    TNIC_RELAXED_ORDER_DROP    /* silently dropped, as rdma-core does where
+                                  the kernel lacks optional access flags */
+};
+
 /* tnic_fault.c */
 typedef struct tnic_fault {
     long                wc_error_after;   /* -1 = off */
@@ -357,6 +365,7 @@ typedef struct tnic_fault {
     unsigned            cq_max;           /* 0 = honour cqe */
     int                 dmabuf;    /* ibv_reg_dmabuf_mr served */
     int                 peermem;   /* ibv_reg_mr reaches device memory */
+    int                 relaxed_order; /* TNIC_RELAXED_ORDER_xx */
     int                 drop_all;
     pid_t               drop_pid;
     int                 drop_lid;

@@ -11,6 +11,7 @@
  *   dup  dup:pct=N
  *   rnr                        (a receiver that posts no receives)
  *   peermem:off  dmabuf:off    (the GPU memory mechanisms; both on by default)
+ *   relaxed_order:off|drop     (a device without PCIe relaxed ordering)
  */
 
 #include "tnic.h"
@@ -30,6 +31,7 @@ void tnic_fault_reset(void)
     /* a NIC with the peer-memory client loaded and DMA-BUF in its driver */
     tnic_fault.peermem         = 1;
     tnic_fault.dmabuf          = 1;
+    tnic_fault.relaxed_order   = TNIC_RELAXED_ORDER_TAKE;
 }
 
 static const struct {
@@ -135,6 +137,16 @@ static int tnic_fault_parse_one(char *spec)
         tnic_fault.dmabuf = (n < 2) || strcmp(fields[1], "off");
     } else if (!strcmp(fields[0], "peermem")) {
         tnic_fault.peermem = (n < 2) || strcmp(fields[1], "off");
+    } else if (!strcmp(fields[0], "relaxed_order")) {
+        if ((n < 2) || !strcmp(fields[1], "on")) {
+            tnic_fault.relaxed_order = TNIC_RELAXED_ORDER_TAKE;
+        } else if (!strcmp(fields[1], "off")) {
+            tnic_fault.relaxed_order = TNIC_RELAXED_ORDER_REFUSE;
+        } else if (!strcmp(fields[1], "drop")) {
+            tnic_fault.relaxed_order = TNIC_RELAXED_ORDER_DROP;
+        } else {
+            return EINVAL;
+        }
     } else if (!strcmp(fields[0], "drop")) {
         v = tnic_fault_field(fields, n, "pid");
         if (v != NULL) {

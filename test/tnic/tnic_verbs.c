@@ -666,6 +666,11 @@ static struct ibv_mr *tnic_reg_mr(struct ibv_pd *pd, void *addr,
         errno = EOPNOTSUPP;
         return NULL;
     }
+    if ((access & IBV_ACCESS_RELAXED_ORDERING) &&
+        (tnic_fault.relaxed_order == TNIC_RELAXED_ORDER_REFUSE)) {
+        errno = EINVAL; /* as a library or kernel that does not know it */
+        return NULL;
+    }
 
     pthread_mutex_lock(&tnic_proc.lock);
     if (tnic_fault.reg_errno != 0) {
@@ -756,8 +761,13 @@ struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
                                 size_t length, uint64_t iova,
                                 unsigned int access)
 {
-    return tnic_reg_mr_va(pd, addr, length, iova,
-                          access & ~IBV_ACCESS_OPTIONAL_RANGE);
+    /* rdma-core drops the optional flags (relaxed ordering) where the
+     * kernel does not support them; this device takes them, unless told
+     * to be such a one (relaxed_order:drop) */
+    if (tnic_fault.relaxed_order == TNIC_RELAXED_ORDER_DROP) {
+        access &= ~IBV_ACCESS_OPTIONAL_RANGE;
+    }
+    return tnic_reg_mr_va(pd, addr, length, iova, access);
 }
 
 /*

@@ -12,6 +12,8 @@
 #include "uct_rc_gdr_test.h"
 #include "../../tnic/tnic_test.h"
 
+#include <infiniband/verbs.h>
+
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -67,7 +69,12 @@ protected:
 
     void rkey_unpack();
 
+    /* Whether the NIC registration behind b's buffer asked for PCIe
+     * relaxed ordering (the stand-in's record of the MR's flags) */
+    bool peer_mr_relaxed_order();
+
     int  (*m_fault_set)(const char*)             = nullptr;
+    int  (*m_mr_access)(uint32_t, int*)          = nullptr;
     void (*m_fault_clear)(void)                  = nullptr;
     void (*m_counters)(tnic_test_counters_t*)    = nullptr;
     tnic_test_counters_t m_before;
@@ -96,6 +103,7 @@ void tnic_fault::SetUp()
     m_fault_set   = api.fault_set;
     m_fault_clear = api.fault_clear;
     m_counters    = api.counters;
+    m_mr_access   = api.mr_access;
     m_fault_clear();
     m_counters(&m_before);
 }
@@ -160,6 +168,16 @@ void tnic_fault::rkey_unpack()
 
     ASSERT_EQ(UCS_OK, status) << ucs_status_string(status);
     m_rkey_unpacked = true;
+}
+
+bool tnic_fault::peer_mr_relaxed_order()
+{
+    int access = 0;
+
+    /* the low 32 bits of rc_gdr's rkey are the NIC's */
+    EXPECT_EQ(0, m_mr_access((uint32_t)m_rkey.rkey, &access))
+        << "no MR of key 0x" << std::hex << (uint32_t)m_rkey.rkey;
+    return (access & IBV_ACCESS_RELAXED_ORDERING) != 0;
 }
 
 ucs_status_t tnic_fault::put(size_t offset, size_t length)
@@ -313,6 +331,53 @@ TEST_F(tnic_fault, bare_short_put_error_reported_and_retired)
     UCT_TEST_EXPECT((status != UCS_OK) && (status != UCS_ERR_NO_RESOURCE),
                     "a short put after the error: %s",
                     ucs_status_string(status));
+    expect_nothing_left();
+}
+
+/* ------------------------------------------------ relaxed ordering -- */
+
+/* UCX_RC_GDR_PCI_RELAXED_ORDERING=auto (the default): registrations ask for
+ * relaxed ordering where the device takes it, and data moves */
+TEST_F(tnic_fault, relaxed_ordering_auto_on_where_taken)
+{
+    pair_open(BUF_SIZE);
+    rkey_unpack();
+    EXPECT_TRUE(peer_mr_relaxed_order());
+    EXPECT_EQ(UCS_OK, put(0, 4096));
+    expect_nothing_left();
+}
+
+/* ... and not where the device refuses the flag (EINVAL, as a library or
+ * kernel without it): the md opens, registers without it, data moves */
+TEST_F(tnic_fault, relaxed_ordering_auto_off_where_refused)
+{
+    fault("relaxed_order:off");
+    pair_open(BUF_SIZE);
+    rkey_unpack();
+    EXPECT_FALSE(peer_mr_relaxed_order());
+    EXPECT_EQ(UCS_OK, put(0, 4096));
+    expect_nothing_left();
+}
+
+/* =yes where the device refuses it: the md does not open, and says why */
+TEST_F(tnic_fault, relaxed_ordering_yes_refused_is_an_error)
+{
+    uct_component_h component = uct_test_component_find();
+    uct_md_config_t *md_config;
+    std::string md_name(dev_a());
+    ucs_status_t status;
+    uct_md_h md;
+
+    fault("relaxed_order:off");
+    env_set("UCX_RC_GDR_PCI_RELAXED_ORDERING", "yes");
+    md_name = md_name.substr(0, md_name.find(':'));
+    ASSERT_EQ(UCS_OK, uct_md_config_read(component, NULL, NULL, &md_config));
+    status = uct_md_open(component, md_name.c_str(), md_config, &md);
+    uct_config_release(md_config);
+    if (status == UCS_OK) {
+        uct_md_close(md);
+    }
+    EXPECT_NE(UCS_OK, status) << "md " << md_name << " opened";
     expect_nothing_left();
 }
 

@@ -214,8 +214,11 @@ bool uct_rc_gdr_test::stand_in_api(stand_in_api_t *api_p)
                                             "tnic_test_fault_clear");
     api.counters    = (void (*)(tnic_test_counters_t*))dlsym(
                               RTLD_DEFAULT, "tnic_test_counters");
+    api.mr_access   = (int (*)(uint32_t, int*))dlsym(RTLD_DEFAULT,
+                                                     "tnic_test_mr_access");
     if ((present == nullptr) || !present() || (api.fault_set == nullptr) ||
-        (api.fault_clear == nullptr) || (api.counters == nullptr)) {
+        (api.fault_clear == nullptr) || (api.counters == nullptr) ||
+        (api.mr_access == nullptr)) {
         return false;
     }
     *api_p = api;

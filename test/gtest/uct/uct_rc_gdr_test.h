@@ -89,6 +89,7 @@ protected:
         int  (*fault_set)(const char*);
         void (*fault_clear)(void);
         void (*counters)(tnic_test_counters_t*);
+        int  (*mr_access)(uint32_t, int*); /* the flags an MR asked for */
     };
     static bool stand_in_api(stand_in_api_t *api_p);
 
