@@ -59,8 +59,9 @@ tally() { # passed failed skipped
     PASSED=$((PASSED + $1)); FAILED=$((FAILED + $2)); SKIPPED=$((SKIPPED + $3))
 }
 
-# Reads "N passed, N failed" from the last such line of a tier's output; a
-# tier that printed none (it crashed or hung) counts as one failure.
+# Reads "N passed, N failed[, N skipped]" from the last such line of a
+# tier's output; a tier that printed none (it crashed or hung) counts as one
+# failure.
 tally_plain() {
     local line
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n1)
@@ -68,8 +69,10 @@ tally_plain() {
         tally 0 1 0
         return
     fi
+    # "N passed, N failed" or "N passed, N failed, N skipped"
     tally "$(echo "$line" | awk '{print $1}')" \
-          "$(echo "$line" | awk '{print $3}')" 0
+          "$(echo "$line" | awk '{print $3}')" \
+          "$(echo "$line" | awk '{print ($5 == "" ? 0 : $5)}')"
 }
 
 # Skips a step, counted, when it would end past the run's time budget

@@ -35,7 +35,7 @@ log() { [ "$PRINT_DIR" = 1 ] && echo "ucx-deps: $*" >&2 || echo "ucx-deps: $*"; 
 PKGS="autoconf automake libtool pkg-config make gcc g++ dpkg-dev
       libibverbs-dev librdmacm-dev libnuma-dev ibverbs-providers rdma-core
       ibverbs-utils libucx0 libucx-dev ucx-utils openmpi-bin libopenmpi-dev
-      libgtest-dev debhelper fakeroot"
+      libgtest-dev debhelper fakeroot rpm"
 
 missing=""
 for p in $PKGS; do

@@ -30,7 +30,7 @@
 #define _GNU_SOURCE
 
 #include <uct/ib_gdr/rc_gdr_cuda.h>
-#include "uct_test_util.h"
+#include "site_uct.h"
 
 #include <ucs/config/global_opts.h>
 #include <ucs/debug/log_def.h>
@@ -95,7 +95,7 @@ typedef struct {
     uct_rc_gdr_cuda_dev_attr_t gpu_attr;
     uct_rc_gdr_cuda_driver_info_t driver;
     int                    emulated;
-    uct_test_md_stats_t    md_stats;   /* after md open */
+    site_md_stats_t        md_stats;   /* after md open */
     const char             *holder_lane;
 } reg_sweep_t;
 
@@ -306,7 +306,7 @@ static ucs_status_t reg_sweep_md_open(reg_sweep_t *sweep)
     return status;
 }
 
-static uint64_t reg_sweep_new_regs(const uct_test_md_stats_t *stats)
+static uint64_t reg_sweep_new_regs(const site_md_stats_t *stats)
 {
     return stats->dmabuf_regs + stats->peermem_regs + stats->bounce_regs;
 }
@@ -388,19 +388,19 @@ static void reg_sweep_case_stats(reg_sweep_case_t *c)
 static void reg_sweep_one(reg_sweep_t *sweep, reg_sweep_case_t *c,
                           void *address, size_t length, uct_mem_h *memh_p)
 {
-    uct_test_md_stats_t before, after;
+    site_md_stats_t before, after;
     uint64_t new_regs, hits, host;
     ucs_status_t status;
     double t0, t1;
     int ok;
 
     *memh_p = NULL;
-    uct_test_md_stats_query(sweep->md, &before);
-    t0     = uct_test_now();
+    site_md_stats_query(sweep->md, &before);
+    t0     = site_now();
     status = uct_md_mem_reg(sweep->md, address, length, UCT_MD_MEM_ACCESS_ALL,
                             memh_p);
-    t1     = uct_test_now();
-    uct_test_md_stats_query(sweep->md, &after);
+    t1     = site_now();
+    site_md_stats_query(sweep->md, &after);
 
     if (status != UCS_OK) {
         *memh_p = NULL;
@@ -461,17 +461,17 @@ static void *reg_sweep_alloc(size_t size)
 static uct_mem_h reg_sweep_hold(reg_sweep_t *sweep, void *address,
                                 size_t length)
 {
-    uct_test_md_stats_t before, after;
+    site_md_stats_t before, after;
     uct_mem_h memh;
 
-    uct_test_md_stats_query(sweep->md, &before);
+    site_md_stats_query(sweep->md, &before);
     if (uct_md_mem_reg(sweep->md, address, length, UCT_MD_MEM_ACCESS_ALL,
                        &memh) != UCS_OK) {
         fprintf(stderr, "reg_sweep: registration of the held range %p+%zu "
                 "failed\n", address, length);
         exit(REG_SWEEP_EXIT_FAILED);
     }
-    uct_test_md_stats_query(sweep->md, &after);
+    site_md_stats_query(sweep->md, &after);
     sweep->holder_lane = reg_sweep_lane(after.dmabuf_regs - before.dmabuf_regs,
                                         after.peermem_regs - before.peermem_regs,
                                         after.bounce_regs - before.bounce_regs,
@@ -526,7 +526,7 @@ static void reg_sweep_run(reg_sweep_t *sweep, reg_sweep_case_t *cases,
                           unsigned num_cases)
 {
     size_t size = sweep->size;
-    uct_test_md_stats_t before, after;
+    site_md_stats_t before, after;
     reg_sweep_case_t *c;
     uct_mem_h held, memh, stale;
     char *a, *b, *r, *again;
@@ -584,9 +584,9 @@ static void reg_sweep_run(reg_sweep_t *sweep, reg_sweep_case_t *cases,
     for (i = 0; i < sweep->iters; ++i) {
         r     = reg_sweep_alloc(size);
         stale = reg_sweep_hold(sweep, r, size);
-        uct_test_md_stats_query(sweep->md, &before);
+        site_md_stats_query(sweep->md, &before);
         uct_rc_gdr_cuda_mem_free(r);
-        uct_test_md_stats_query(sweep->md, &after);
+        site_md_stats_query(sweep->md, &after);
         c->free_invalidations += after.invalidations - before.invalidations;
         again = reg_sweep_alloc(size);
         c->same_address += (again == r);
@@ -762,7 +762,7 @@ int main(int argc, char **argv)
         return REG_SWEEP_EXIT_USAGE;
     }
 
-    sweep.component = uct_test_component_find();
+    sweep.component = site_component_find();
     if (sweep.component == NULL) {
         fprintf(stderr, "reg_sweep: the rc_gdr module is not in this process "
                 "(. contrib/env.sh after a build)\n");
@@ -793,7 +793,7 @@ int main(int argc, char **argv)
         return REG_SWEEP_EXIT_MD_OPEN;
     }
 
-    status = uct_test_md_stats_query(sweep.md, &sweep.md_stats);
+    status = site_md_stats_query(sweep.md, &sweep.md_stats);
     if (status != UCS_OK) {
         fprintf(stderr, "reg_sweep: uct_rc_gdr_md_stats_query: %s (a module "
                 "built from another tree?)\n", ucs_status_string(status));

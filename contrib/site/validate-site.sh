@@ -10,10 +10,10 @@
 #   reg       contrib/site/reg_sweep per GPU x NIC x lane: cold / hit /
 #             contained / partial / disjoint / realloc registrations, the
 #             lane that really made them (md counters), times
-#   data      the UCT suites' gpu.uct_* tests (test/gtest/uct/test_gpu.cc,
-#             build/test/gtest/uct/gtest_rc_gdr_uct) per GPU x NIC x lane
-#             (x flush auto/always on GDR lanes): put/get zcopy GPU<->GPU and
-#             GPU->host, byte-exact, NIC port counters around it
+#   data      contrib/site/data_check per GPU x NIC x lane (x flush
+#             auto/always on GDR lanes): put/get zcopy GPU<->GPU, GPU->host
+#             and host->GPU at unaligned addresses, byte-exact, NIC port
+#             counters around it
 #   bw        ucx_perftest -x rc_gdr -D zcopy with CUDA memory: put_bw and
 #             get, NIC-reads-GPU and NIC-writes-GPU, per lane and size,
 #             repeated (median / P95 / CV), NIC port counters and GPU PCIe
@@ -72,9 +72,9 @@ Usage: contrib/site/validate-site.sh [options]
   --peer HOST       run the ucx_perftest server on HOST (same repository
                     path, over ssh -o BatchMode=yes) so that data crosses the
                     wire; default: both processes here, on the same NIC
-  --peer-nic DEV[:PORT]  the other end of the data cells (the gtest opens two
-                    NICs): with a second port on the fabric the data crosses
-                    the wire; default: the tested NIC itself
+  --peer-nic DEV[:PORT]  the other end of the data cells (data_check opens
+                    two NICs): with a second port on the fabric the data
+                    crosses the wire; default: the tested NIC itself
   --port N          first TCP port for ucx_perftest (23500)
   --run-timeout S   limit of one ucx_perftest / test program run (300)
   --build DIR       build directory ($RC_GDR_BUILD or build)
@@ -478,7 +478,7 @@ preflight() {
                    "it in its port counters; use --peer HOST for traffic over" \
                    "the wire"
         cannot "ucx_perftest does not check the data it moves: correctness" \
-               "comes from the data cells (gpu.uct_*, 256 KiB byte-exact), not" \
+               "comes from the data cells (data_check, 256 KiB byte-exact), not" \
                "from the bandwidth runs"
     fi
     if [ ${#NICS[@]} -gt 0 ] && phase_on data && [ -z "$PEER_NIC" ]; then
@@ -696,17 +696,19 @@ reg_cell() {
 
 # ------------------------------------------------------------ data phase
 
-# The data cells' program: the GPU tests of the UCT suites, on the nodes
-# RC_GDR_DEV_A and RC_GDR_DEV_B name; gtest prints one line per test and
-# "[  PASSED  ] N tests." / "[  FAILED  ] N tests, listed below:" at the end
-DATA_FILTER='gpu.uct_*'
+# The data cells' program (contrib/site/data_check.c): two rc_gdr endpoints
+# of one process, on the tested NIC and its peer; it prints "lane of GPU
+# memory on DEV: ...", one "PASS name" / "FAIL name" line per check, and
+# "data_check: N passed, N failed" at the end (or "SKIP: why"); exit 3 when
+# an md does not open (a forced lane the gate refuses)
+DATA_SIZE=256K
 
-data_cmd_text() {  # data_cmd_text NIC: the command of a data cell, to show
-    echo "RC_GDR_DEV_A=$1 RC_GDR_DEV_B=$(data_peer "$1")" \
-         "gtest_rc_gdr_uct --gtest_filter=$DATA_FILTER"
+data_cmd_text() {  # data_cmd_text GPU NIC: the command of a data cell, to show
+    echo "data_check --gpu $(cell_ordinal "$1") --size $(to_bytes "$DATA_SIZE")" \
+         "$2 $(data_peer "$2")"
 }
 
-data_peer() {  # data_peer NIC: the other end, DEV:PORT as the suites name it
+data_peer() {  # data_peer NIC: the other end, DEV:PORT
     local peer=${PEER_NIC:-$1}
     [[ $peer == *:* ]] || peer=$peer:1
     echo "$peer"
@@ -714,7 +716,7 @@ data_peer() {  # data_peer NIC: the other end, DEV:PORT as the suites name it
 
 data_cell() {
     local gpu=$1 nic=$2 lane=$3 flush=$4 base rc verdict evidence before after
-    local tx0 rx0 tx1 rx1 moved lanes passed failed skipped
+    local tx0 rx0 tx1 rx1 moved lanes passed failed
     base=$OUT/cells/$(fname "data__GPU${gpu}__${nic}__${lane}__flush-${flush}")
     lane_env "$lane" "$gpu"
     [ "$flush" = default ] || CELL_ENV+=("UCX_RC_GDR_FLUSH=$flush")
@@ -724,18 +726,15 @@ data_cell() {
     } >"$base.txt"
     before=$(counters_read "$nic")
     rc=$(run_logged "$base.txt" "$RUN_TIMEOUT" env "${CELL_ENV[@]}" \
-         RC_GDR_DEV_A="$nic" RC_GDR_DEV_B="$(data_peer "$nic")" \
-         "$BUILD/test/gtest/uct/gtest_rc_gdr_uct" --gtest_color=no \
-         --gtest_filter="$DATA_FILTER")
+         "$BUILD/contrib/site/data_check" --gpu "$(cell_ordinal "$gpu")" \
+         --size "$(to_bytes "$DATA_SIZE")" \
+         --timeout "$(( RUN_TIMEOUT / 4 > 1 ? RUN_TIMEOUT / 4 : 1 ))" \
+         "$nic" "$(data_peer "$nic")")
     after=$(counters_read "$nic")
     read -r tx0 rx0 <<<"$before"; read -r tx1 rx1 <<<"$after"
     echo "# NIC $nic counters (${COUNTER_SRC[$nic]:-none}): before $before after $after" >>"$base.txt"
 
-    passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\..*/\1/p' "$base.txt" | tail -n1)
-    failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\{0,1\}, listed below:.*/\1/p' "$base.txt" | tail -n1)
-    skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\{0,1\}, listed below:.*/\1/p' "$base.txt" | tail -n1)
-    # gtest prints no FAILED count when none failed
-    [ -z "$passed" ] || failed=${failed:-0}
+    read -r passed failed < <(sed -n 's/^data_check: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' "$base.txt" | tail -n1)
     lanes=$(grep -m1 '^lane of GPU memory' "$base.txt" | sed 's/.*: //' || true)
     if [ "$tx0" != - ] && [ "$tx1" != - ]; then
         moved=$(( tx1 - tx0 ))
@@ -745,16 +744,15 @@ data_cell() {
     fi
     evidence+="; registrations: ${lanes:-?}"
 
-    # a forced lane the gate refuses: the md does not open, the tests skip
-    if gate_refused "$base.txt"; then
+    # a forced lane the gate refuses: the md does not open
+    if [ "$rc" = 3 ] || gate_refused "$base.txt"; then
         verdict=NOT-AVAILABLE evidence=$(gate_line "$base.txt")
-    elif [ "${skipped:-0}" != 0 ] && [ "${passed:-0}" = 0 ] && [ "${failed:-0}" = 0 ]; then
-        # every test skipped: the line after gtest's "Skipped" says why
-        verdict=NOT-RUN
-        evidence="skipped: $(sed -n '/: Skipped$/{n;p;q}' "$base.txt" | cut -c1-160)"
+        [ -n "$evidence" ] || evidence="md did not open: $(grep -m1 'did not open' "$base.txt")"
+    elif [ "$rc" = 0 ] && grep -q '^SKIP' "$base.txt"; then
+        verdict=NOT-RUN evidence="$(grep -m1 '^SKIP' "$base.txt" | cut -c1-160)"
     elif [ "$rc" != 0 ] || [ -z "$failed" ] || [ "$failed" != 0 ]; then
         verdict=FAIL
-        evidence="exit $rc, ${failed:-?} failed: $(grep -m1 -E '^\[  FAILED  \] gpu|set-up failed' "$base.txt" | cut -c1-120)"
+        evidence="exit $rc, ${failed:-?} failed: $(grep -m1 -E '^FAIL |^data_check: ' "$base.txt" | cut -c1-120)"
     elif [ "$lane" != auto ] && ! grep -Eq "$lane [1-9]" <<<"$lanes"; then
         verdict=FAIL evidence="lane $lane forced, registrations: ${lanes:-?}"
     elif [ -z "$moved" ]; then
@@ -764,8 +762,8 @@ data_cell() {
     else
         verdict=PASS
     fi
-    cell data "GPU$gpu" "$nic" "$lane" "put/get flush=$flush" 256K "$verdict" \
-        "${passed:-0} tests passed" "$evidence" "${base#"$OUT"/}.txt"
+    cell data "GPU$gpu" "$nic" "$lane" "put/get flush=$flush" "$DATA_SIZE" "$verdict" \
+        "${passed:-0} checks passed" "$evidence" "${base#"$OUT"/}.txt"
 }
 
 # ------------------------------------------------------------- bw phase
@@ -1062,7 +1060,7 @@ print_plan() {
     nbase=$(( ${#NICS[@]} * 2 * ${#SIZES[@]} ))
     phase_on reg || nreg=0; phase_on data || ndata=0
     phase_on bw || nbw=0; phase_on baseline || nbase=0
-    say "   cells: reg $nreg (reg_sweep -s $REG_SIZE -n $REG_ITERS), data $ndata (gtest $DATA_FILTER NIC NIC," \
+    say "   cells: reg $nreg (reg_sweep -s $REG_SIZE -n $REG_ITERS), data $ndata (data_check NIC PEER-NIC," \
         "flush default and always on GDR lanes), bw $nbw (at most; x $REPEAT runs), baseline $nbase"
 }
 
@@ -1086,7 +1084,7 @@ run_phases() {
     fi
 
     if phase_on data; then
-        say "== data: byte-exact GPU put/get (gtest $DATA_FILTER)"
+        say "== data: byte-exact GPU put/get (data_check)"
         if [ ${#GPUS[@]} -eq 0 ] || [ ${#NICS[@]} -eq 0 ] || [ "$HAVE_BUILD" = 0 ]; then
             cell data - - - - - NOT-RUN "-" "no GPU, no NIC or no build" "-"
         fi
@@ -1098,7 +1096,7 @@ run_phases() {
                     lane_env "$lane" "$g"
                     [ "$flush" = default ] || CELL_ENV+=("UCX_RC_GDR_FLUSH=$flush")
                     cell data "GPU$g" "$n" "$lane" "put/get flush=$flush" 256K PLANNED "-" \
-                        "env $(lane_knobs_text) $(data_cmd_text "$n")" "-"
+                        "env $(lane_knobs_text) $(data_cmd_text "$g" "$n")" "-"
                 else
                     data_cell "$g" "$n" "$lane" "$flush"
                 fi

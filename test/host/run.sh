@@ -2,7 +2,8 @@
 #
 # Tier 1b: loading checks on the host (no RDMA, no GPU needed), in the UCX
 # release the build is for (RC_GDR_BUILD, default build/; its ucx.env says
-# which). Prints "PASS name" / "FAIL name" per test and "N passed, N failed".
+# which). Prints "PASS name" / "FAIL name" / "SKIP name: why" per test and
+# "N passed, N failed, N skipped".
 #
 set -uo pipefail
 
@@ -38,12 +39,19 @@ OTHER_UCX=1.18.1
 LOG=$(mktemp -d /tmp/rc_gdr_host.XXXXXX)
 PASSED=0
 FAILED=0
+SKIPPED=0
+# A test that cannot run here exits with this, its last line the reason
+SKIP_RC=77
 
 run_test() {
-    local name=$1; shift
-    if "$@" > "$LOG/$name.log" 2>&1; then
+    local name=$1 rc=0; shift
+    "$@" > "$LOG/$name.log" 2>&1 || rc=$?
+    if [ "$rc" = 0 ]; then
         echo "PASS $name"
         PASSED=$((PASSED + 1))
+    elif [ "$rc" = "$SKIP_RC" ]; then
+        echo "SKIP $name: $(tail -n1 "$LOG/$name.log")"
+        SKIPPED=$((SKIPPED + 1))
     else
         echo "FAIL $name"
         sed 's/^/    | /' "$LOG/$name.log" | tail -30
@@ -253,6 +261,59 @@ test_releases_without_sources() {
         grep -q 'release_sources "$DEPS"' contrib/test.sh
 }
 
+# The RPM spec (contrib/packaging/rc_gdr.spec) builds a package from this
+# build's dist tarball (rpmbuild -bb: --nodeps, the UCX here need not be an
+# RPM; --nocheck, the other tiers run the tests) that holds the module,
+# rc_gdr_info, the environment file, the modulefile and Open MPI's
+# parameters, and requires exactly this UCX. Skipped without rpmbuild, and
+# for a build against another UCX than the system's (the spec packages the
+# system's).
+test_rpm_package() {
+    local d flags version sys_ucx f want list rc=0
+    local -a defs=()
+
+    command -v rpmbuild >/dev/null || {
+        echo "no rpmbuild (Debian: apt-get install rpm)"; return $SKIP_RC; }
+    sys_ucx=$(pkg-config --modversion ucx 2>/dev/null || true)
+    [ "$sys_ucx" = "$UCX_VERSION" ] || {
+        echo "this build is for UCX $UCX_VERSION; the spec packages the" \
+             "system's UCX (${sys_ucx:-none})"; return $SKIP_RC; }
+
+    flags=$(sed -n 's/^RC_GDR_DISTCHECK_FLAGS = //p' "$B/Makefile")
+    version=$(sed -n 's/^PACKAGE_VERSION = //p' "$B/Makefile")
+    for f in $flags; do
+        case $f in
+        --with-ucx-src=*)   defs+=(--define "rc_gdr_ucx_src ${f#*=}") ;;
+        --with-ucx-build=*) defs+=(--define "rc_gdr_ucx_build ${f#*=}") ;;
+        --with-cuda=*)      defs+=(--define "cuda_home ${f#*=}") ;;
+        esac
+    done
+    grep -qx "Version: *$version" contrib/packaging/rc_gdr.spec || {
+        echo "rc_gdr.spec's Version is not the package's ($version)"; return 1; }
+
+    d=$(mktemp -d /tmp/rc_gdr_rpm.XXXXXX) || return 1
+    mkdir -p "$d/SOURCES"
+    make -C "$B" dist > "$d/dist.log" 2>&1 &&
+        mv "$B/rc_gdr-$version.tar.gz" "$d/SOURCES/" ||
+        { tail -20 "$d/dist.log"; rm -rf "$d"; return 1; }
+    rpmbuild -bb --nodeps --nocheck --define "_topdir $d" "${defs[@]}" \
+        contrib/packaging/rc_gdr.spec > "$d/rpmbuild.log" 2>&1 ||
+        { tail -30 "$d/rpmbuild.log"; rm -rf "$d"; return 1; }
+
+    f=$(find "$d/RPMS" -name "rc_gdr-$version-*.rpm")
+    list=$(rpm -qpl "$f")
+    echo "$list"
+    for want in '/libuct_ib_gdr\.so$' '/bin/rc_gdr_info$' \
+                '/rc_gdr/rc_gdr\.sh$' "/rc_gdr/modulefiles/rc_gdr/$version\$" \
+                '/rc_gdr/openmpi-mca-params\.conf$'; do
+        grep -q "$want" <<<"$list" || { echo "missing: $want"; rc=1; }
+    done
+    rpm -qp --requires "$f" | grep -x "ucx = $UCX_VERSION.*" ||
+        { echo "does not require ucx = $UCX_VERSION"; rc=1; }
+    rm -rf "$d"
+    return $rc
+}
+
 run_test module_registers_in_matching_ucx     test_registers_in_matching_ucx
 run_test module_found_by_plugin_path_alone    test_plugin_path_alone
 run_test no_release_test_outside_glue         test_no_release_test_outside_glue
@@ -265,7 +326,8 @@ run_test rcache_knobs_in_ucx_config           test_rcache_knobs_listed
 run_test md_opens_without_memory_events       test_md_without_memory_events
 run_test install_uninstall_where_ucx_finds_it test_install_uninstall
 run_test tier5_skips_releases_without_sources test_releases_without_sources
+run_test rpm_spec_builds_the_package          test_rpm_package
 
 rm -rf "$LOG"
-echo "$PASSED passed, $FAILED failed"
+echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"
 [ "$FAILED" = 0 ]

@@ -1,7 +1,7 @@
 /**
  * rc_gdr bounce lane: put/get zcopy through pinned host memory when one
  * side's GPU memory has no NIC key (overview in rc_gdr_bounce.h, layers in
- * rc_gdr_bounce_int.h). This file is the top layer: the dispatcher of
+ * rc_gdr_bounce_core.h). This file is the top layer: the dispatcher of
  * received messages, the lane's progress (timeouts, a dead endpoint's
  * sweep, queued messages, waiting gets), the interface's open and close
  * and an endpoint's cleanup.
@@ -13,7 +13,8 @@
 #  include "config.h" /* UCX's: its log level, assertions */
 #endif
 
-#include "rc_gdr_bounce_int.h"
+#include "rc_gdr_bounce_initiator.h"
+#include "rc_gdr_bounce_target.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>

@@ -20,11 +20,12 @@
  *                                  (uct_rc_gdr_md_bounce_target) and answers
  *                                  with an ACK (put) or with data (get)
  *
- * The wire format of the internal messages is in rc_gdr_bounce_int.h.
+ * The wire format of the internal messages is in rc_gdr_bounce_core.h.
  *
  * The endpoint calls the functions below (the "hooks"), the interface only
  * opens and closes the lane; everything else of the lane lives in
- * rc_gdr_bounce*.c, over rc_gdr_bounce_int.h.
+ * rc_gdr_bounce*.c, each layer over its own header (rc_gdr_bounce_core.h
+ * says which).
  *
  * See file LICENSE for terms.
  */

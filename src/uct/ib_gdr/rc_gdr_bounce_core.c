@@ -1,5 +1,5 @@
 /**
- * rc_gdr bounce lane, core: the bottom layer (rc_gdr_bounce_int.h). The
+ * rc_gdr bounce lane, core: the bottom layer (rc_gdr_bounce_core.h). The
  * knobs, the lane's state of an interface and of its endpoints, CUDA
  * contexts and staging engines, synchronous copies, statistics. It calls
  * nothing of the lane above it.
@@ -11,7 +11,7 @@
 #  include "config.h" /* UCX's: its log level, assertions */
 #endif
 
-#include "rc_gdr_bounce_int.h"
+#include "rc_gdr_bounce_core.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>

@@ -1,6 +1,6 @@
 /**
  * rc_gdr bounce lane, initiator role, above the transfers
- * (rc_gdr_bounce_int.h): the endpoint's entry points (put/get zcopy, and
+ * (rc_gdr_bounce_initiator.h): the endpoint's entry points (put/get zcopy, and
  * put_short/put_bcopy/get_bcopy to memory without a NIC key) and the peer's
  * replies (ACK, GET_DATA).
  *
@@ -11,7 +11,7 @@
 #  include "config.h" /* UCX's: its log level, assertions */
 #endif
 
-#include "rc_gdr_bounce_int.h"
+#include "rc_gdr_bounce_initiator.h"
 
 #include <uct/base/uct_iov.inl>
 #include <ucs/debug/log.h>

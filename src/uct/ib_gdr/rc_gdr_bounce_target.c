@@ -1,6 +1,6 @@
 /**
  * rc_gdr bounce lane, target role, above the transfers
- * (rc_gdr_bounce_int.h): the peer's puts (PUT_DATA copied into the
+ * (rc_gdr_bounce_target.h): the peer's puts (PUT_DATA copied into the
  * registration it names, then an ACK) and gets (GET_REQ served from GPU
  * memory through the staging engine as GET_DATA messages). Everything a
  * peer names is checked by the md before it is touched (doc/DESIGN.md
@@ -13,12 +13,22 @@
 #  include "config.h" /* UCX's: its log level, assertions */
 #endif
 
-#include "rc_gdr_bounce_int.h"
+#include "rc_gdr_bounce_target.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 
 #include <string.h>
+
+
+/* What a peer may do again and again, said once per interface (the
+ * counters count every one; the bits in uct_rc_gdr_bounce_iface_t's
+ * `logged`): rc_gdr_log.h */
+typedef enum {
+    UCT_RC_GDR_BOUNCE_LOG_PUT_ORDER,    /* a put's messages out of order */
+    UCT_RC_GDR_BOUNCE_LOG_GET_REFUSED,  /* a get of 0 bytes, or too many */
+    UCT_RC_GDR_BOUNCE_LOG_SERVE_TIMEOUT /* a served get's peer silent */
+} uct_rc_gdr_bounce_log_t;
 
 
 /* What a peer names: a live token, the range inside its registration

@@ -1,10 +1,10 @@
 /**
  * rc_gdr bounce lane, wire units: the layer above the core
- * (rc_gdr_bounce_int.h, which has the message format). A unit posts its
- * messages in order as credits and the send queue allow; the completions of
- * its work requests come back through its uct_completion_t, and the unit
- * reports to the callback its maker stored. Received messages are the top
- * layer's (rc_gdr_bounce.c).
+ * (rc_gdr_bounce_wire.h; the message format is the core's). A unit posts
+ * its messages in order as credits and the send queue allow; the
+ * completions of its work requests come back through its uct_completion_t,
+ * and the unit reports to the callback its maker stored. Received messages
+ * are the top layer's (rc_gdr_bounce.c).
  *
  * See file LICENSE for terms.
  */
@@ -13,7 +13,7 @@
 #  include "config.h" /* UCX's: its log level, assertions */
 #endif
 
-#include "rc_gdr_bounce_int.h"
+#include "rc_gdr_bounce_wire.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>

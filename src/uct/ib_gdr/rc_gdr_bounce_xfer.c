@@ -1,6 +1,6 @@
 /**
  * rc_gdr bounce lane, transfers: the layer above the wire units
- * (rc_gdr_bounce_int.h). The end of a transfer and its references, the
+ * (rc_gdr_bounce_xfer.h). The end of a transfer and its references, the
  * flush barrier behind the transfers of an endpoint, and the staging
  * engine's chunks on the wire (RDMA for staged transfers, messages for the
  * others). Calls no role: the initiator and the target build on it; a
@@ -13,7 +13,7 @@
 #  include "config.h" /* UCX's: its log level, assertions */
 #endif
 
-#include "rc_gdr_bounce_int.h"
+#include "rc_gdr_bounce_xfer.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>

@@ -70,7 +70,7 @@ static const double   WAIT_S      = 20.0;
 static const double   LATE_S      = 1.5;
 
 /* rc_gdr's immediate data and bounce messages (rc_gdr_ep.h,
- * rc_gdr_bounce_int.h), written down as an attacker would */
+ * rc_gdr_bounce_core.h), written down as an attacker would */
 static const uint32_t IMM_INTERNAL      = 1u << 6;
 static const uint32_t IMM_CREDIT_ONLY   = 1u << 7;
 static const unsigned IMM_CREDITS_SHIFT = 8;

@@ -1,21 +1,25 @@
 /**
- * rc_gdr bounce lane, inside: its objects and the functions its files share.
- * The endpoint and the interface see rc_gdr_bounce.h only.
+ * rc_gdr bounce lane, core layer (rc_gdr_bounce_core.c): the lane's objects,
+ * the message format every layer reads, and what the core offers: knobs,
+ * state, CUDA contexts, staging engines, statistics. The endpoint and the
+ * interface see rc_gdr_bounce.h only.
  *
- * Layers, each file calling only those below it (contrib/check-circles.sh
- * holds CI to it):
+ * Layers, each file calling only those below it, each with a header that
+ * includes only the one below (contrib/check-circles.sh holds CI to it):
  *
  *   rc_gdr_bounce.c            top: the dispatcher of received messages,
  *                              progress (timeouts, a dead endpoint's sweep,
  *                              queued messages, waiting gets), open/close
  *   rc_gdr_bounce_initiator.c  roles: the endpoint's operations and the
  *   rc_gdr_bounce_target.c     peer's replies; the peer's puts and gets
+ *                              (rc_gdr_bounce_initiator.h, _target.h)
  *   rc_gdr_bounce_xfer.c       transfers: their end, the flush barrier, the
  *                              staging engine's chunks on the wire
+ *                              (rc_gdr_bounce_xfer.h)
  *   rc_gdr_bounce_wire.c       wire units: internal messages in order, one
- *                              completion per unit
+ *                              completion per unit (rc_gdr_bounce_wire.h)
  *   rc_gdr_bounce_core.c       core: knobs, state, CUDA contexts, staging
- *                              engines, statistics
+ *                              engines, statistics (this header)
  *
  * Below them all: the endpoint's posting layer (rc_gdr_ep.inl), the staging
  * engine (rc_gdr_stage.h), the md, CUDA. The endpoint, above them all, calls
@@ -55,8 +59,8 @@
  * See file LICENSE for terms.
  */
 
-#ifndef UCT_RC_GDR_BOUNCE_INT_H_
-#define UCT_RC_GDR_BOUNCE_INT_H_
+#ifndef UCT_RC_GDR_BOUNCE_CORE_H_
+#define UCT_RC_GDR_BOUNCE_CORE_H_
 
 #include "rc_gdr_log.h"
 #include "rc_gdr_bounce.h"
@@ -86,7 +90,9 @@
 /*
  * Internal messages: a SEND_WITH_IMM with UCT_RC_GDR_IMM_INTERNAL
  * (rc_gdr_ep.h), this header, then the payload. Both peers run this build
- * (host byte order); every field a peer sends is checked before use.
+ * (host byte order); every field a peer sends is checked before use. The
+ * wire layer writes it, the roles and the dispatcher read it, the core
+ * sizes the payload of a message by it.
  */
 enum {
     UCT_RC_GDR_BOUNCE_MSG_PUT_DATA = 1, /* payload for [addr, +length) of the
@@ -125,46 +131,7 @@ typedef enum {
 } uct_rc_gdr_bounce_kind_t;
 
 
-/* What a peer may do again and again, said once per interface (the
- * counters count every one): rc_gdr_log.h */
-typedef enum {
-    UCT_RC_GDR_BOUNCE_LOG_PUT_ORDER,    /* a put's messages out of order */
-    UCT_RC_GDR_BOUNCE_LOG_GET_REFUSED,  /* a get of 0 bytes, or too many */
-    UCT_RC_GDR_BOUNCE_LOG_SERVE_TIMEOUT /* a served get's peer silent */
-} uct_rc_gdr_bounce_log_t;
-
-
 typedef struct uct_rc_gdr_bounce_xfer uct_rc_gdr_bounce_xfer_t;
-
-
-/* What a wire unit reports to once its work requests completed, set by
- * whoever made it (a staged chunk tells the engine, a transfer's message
- * run the transfer): the wire layer knows no kinds of transfer */
-typedef void (*uct_rc_gdr_bounce_wire_cb_t)(uct_rc_gdr_bounce_xfer_t *xfer,
-                                            unsigned chunk,
-                                            ucs_status_t status);
-
-
-typedef struct uct_rc_gdr_bounce_wire {
-    uct_completion_t         comp;        /* count: 1 while posting + work
-                                             requests in flight */
-    ucs_list_link_t          list;        /* bep->wires, while alive */
-    ucs_list_link_t          sendq;       /* bep->sendq, while queued */
-    uct_rc_gdr_bounce_ep_t   *bep;
-    uct_rc_gdr_bounce_xfer_t *xfer;       /* NULL for an ACK */
-    uct_rc_gdr_bounce_wire_cb_t cb;       /* with xfer and chunk; NULL for
-                                             an ACK: nobody waits for it */
-    unsigned                 chunk;       /* a staged chunk: engine's */
-    uint8_t                  queued;
-    uint8_t                  last;        /* its last message ends a put */
-    const char               *src;        /* message payload */
-    uint32_t                 lkey;        /* of src; 0: host memory, copied
-                                             into the transmit buffer */
-    size_t                   length;      /* payload bytes */
-    size_t                   posted;      /* payload bytes posted */
-    ucs_status_t             post_status; /* a post failed for good */
-    uct_rc_gdr_bounce_hdr_t  hdr;         /* template of its messages */
-} uct_rc_gdr_bounce_wire_t;
 
 
 struct uct_rc_gdr_bounce_xfer {
@@ -200,17 +167,6 @@ struct uct_rc_gdr_bounce_xfer {
     uct_unpack_callback_t    unpack_cb;   /* get_bcopy, with `owned` */
     void                     *unpack_arg;
 };
-
-
-/* The barrier part of an ep flush (see uct_rc_gdr_bounce_ep_flush) */
-typedef struct uct_rc_gdr_bounce_flush {
-    uct_completion_t         comp;        /* count: ep flush + barrier */
-    ucs_list_link_t          list;        /* bep->flushes */
-    uct_rc_gdr_bounce_ep_t   *bep;
-    uct_completion_t         *user;
-    uint64_t                 seq;         /* waits for transfers before */
-    int                      barrier_passed;
-} uct_rc_gdr_bounce_flush_t;
 
 
 struct uct_rc_gdr_bounce_ep {
@@ -277,7 +233,8 @@ struct uct_rc_gdr_bounce_iface {
     unsigned                         events;    /* transfers ended since the
                                                    last progress */
     unsigned                         logged;    /* UCS_BIT(uct_rc_gdr_bounce_
-                                                   log_t): said once */
+                                                   log_t), the target's:
+                                                   said once */
 };
 
 
@@ -364,85 +321,5 @@ uct_rc_gdr_bounce_iface_create(uct_rc_gdr_iface_t *iface,
 
 /** Engines, pool and contexts released; no endpoint state is left. */
 void uct_rc_gdr_bounce_iface_destroy(uct_rc_gdr_bounce_iface_t *b);
-
-
-/*
- * Wire units (rc_gdr_bounce_wire.c): internal messages and their completion
- */
-
-/** A unit that reports to @a cb (may be NULL), with its message @a type */
-uct_rc_gdr_bounce_wire_t *
-uct_rc_gdr_bounce_wire_new(uct_rc_gdr_bounce_ep_t *bep,
-                           uct_rc_gdr_bounce_xfer_t *xfer,
-                           uct_rc_gdr_bounce_wire_cb_t cb, uint8_t type);
-void uct_rc_gdr_bounce_wire_free(uct_rc_gdr_bounce_wire_t *wire);
-void uct_rc_gdr_bounce_wire_enqueue(uct_rc_gdr_bounce_wire_t *wire);
-void uct_rc_gdr_bounce_wire_dequeue(uct_rc_gdr_bounce_wire_t *wire);
-
-/** Posts queued messages in order while the endpoint has the resources. */
-void uct_rc_gdr_bounce_ep_pump(uct_rc_gdr_bounce_ep_t *bep);
-
-void uct_rc_gdr_bounce_send_ack(uct_rc_gdr_bounce_ep_t *bep,
-                                uint32_t xfer_id, ucs_status_t status);
-
-
-/*
- * Transfers (rc_gdr_bounce_xfer.c): their end, the flush barrier, chunks
- */
-
-/** A part of @a xfer ended; the last one ends the transfer. */
-void uct_rc_gdr_bounce_xfer_put_ref(uct_rc_gdr_bounce_xfer_t *xfer,
-                                    ucs_status_t status);
-
-/** The reply of the peer came, or will not come. */
-void uct_rc_gdr_bounce_xfer_replied(uct_rc_gdr_bounce_xfer_t *xfer,
-                                    ucs_status_t status);
-
-/** A wire unit's callback: a part of the transfer (a message run) is out. */
-void uct_rc_gdr_bounce_xfer_part_done(uct_rc_gdr_bounce_xfer_t *xfer,
-                                      unsigned chunk, ucs_status_t status);
-
-/** The staging engine's post() and complete() for a transfer (@a arg); a
- *  role that checks each chunk first wraps the post. */
-ucs_status_t uct_rc_gdr_bounce_xfer_stage_post(void *arg, unsigned chunk,
-                                               uct_rc_gdr_stage_buf_t *buf,
-                                               size_t length, size_t offset);
-void uct_rc_gdr_bounce_xfer_stage_complete(void *arg, ucs_status_t status);
-extern const uct_rc_gdr_stage_ops_t uct_rc_gdr_bounce_xfer_stage_ops;
-
-/** Hands @a xfer to the staging engine, which calls @a ops. */
-ucs_status_t uct_rc_gdr_bounce_xfer_stage(uct_rc_gdr_bounce_xfer_t *xfer,
-                                          uct_rc_gdr_stage_engine_t *engine,
-                                          const uct_rc_gdr_stage_ops_t *ops);
-
-
-/*
- * Initiator role (rc_gdr_bounce_initiator.c): the peer's replies
- */
-
-void uct_rc_gdr_bounce_recv_get_data(uct_rc_gdr_bounce_ep_t *bep,
-                                     const uct_rc_gdr_bounce_hdr_t *hdr,
-                                     const void *payload);
-void uct_rc_gdr_bounce_recv_ack(uct_rc_gdr_bounce_ep_t *bep,
-                                const uct_rc_gdr_bounce_hdr_t *hdr);
-
-
-/*
- * Target role (rc_gdr_bounce_target.c): requests of the peer
- */
-
-/** Starts answering a validated get; UCS_ERR_NO_RESOURCE keeps it waiting
- *  for a staging buffer. */
-ucs_status_t uct_rc_gdr_bounce_serve_start(uct_rc_gdr_bounce_xfer_t *xfer);
-
-/** Served gets whose live peer took no data in BOUNCE_TIMEOUT: dropped. */
-unsigned uct_rc_gdr_bounce_serve_timeouts(uct_rc_gdr_bounce_ep_t *bep,
-                                          ucs_time_t now);
-
-void uct_rc_gdr_bounce_recv_put_data(uct_rc_gdr_bounce_ep_t *bep,
-                                     const uct_rc_gdr_bounce_hdr_t *hdr,
-                                     const void *payload);
-void uct_rc_gdr_bounce_recv_get_req(uct_rc_gdr_bounce_ep_t *bep,
-                                    const uct_rc_gdr_bounce_hdr_t *hdr);
 
 #endif
