@@ -116,6 +116,12 @@ for tl in rc_gdr rc_verbs; do
     run_test "perftest_uct_${tl}_am_lat" \
         perftest_uct -x $tl -t am_lat -s 8 -n 2000
 done
+# UCP's path for a message that arrived before its receive (UCX 1.13 leaves
+# recv_info unwritten there: wire_check's server once took the previous
+# message's tag and length, and the wire tier hung)
+for tl in rc_gdr rc_verbs; do
+    run_test "wire_check_${tl}_receive_after_arrival" wire_check_late $tl
+done
 run_test perftest_ucp_tag_bw perftest_ucp -t tag_bw -s 65536 -n 500
 run_test perftest_ucp_put_bw perftest_ucp -t ucp_put_bw -s 65536 -n 500
 run_test perftest_ucp_get    perftest_ucp -t ucp_get -s 65536 -n 500
