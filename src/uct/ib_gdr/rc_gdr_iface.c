@@ -110,7 +110,7 @@ ucs_config_field_t uct_rc_gdr_iface_config_table[] = {
      "Signal (e.g. SIGUSR2) on which every rc_gdr interface of the process "
      "logs, at warning level, its counters and the flow-control, queue and "
      "QP state of each endpoint (at its next progress): what a hang looks "
-     "like from inside. 0: no handler is installed.",
+     "like from inside. 0 (SIGNAL0): no handler is installed.",
      ucs_offsetof(uct_rc_gdr_iface_config_t, state_signal),
      UCS_CONFIG_TYPE_SIGNO},
 
