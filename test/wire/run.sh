@@ -88,7 +88,9 @@ outage() {
 }
 
 # hang_state LOG: what both hosts' soft-RoCE counted (LOG.rxe, LOG.server.rxe),
-# and the server's rc_gdr state in LOG.server (the client logged its own)
+# the server's rc_gdr state in LOG.server (the client logged its own) and
+# the server's stacks in LOG.server.bt (where its loop waits)
+# shellcheck disable=SC2016  # $(pidof ...) is expanded on rxevm2
 hang_state() {
     local c=/sys/class/infiniband/rxe0/ports/1/hw_counters
     grep -H . $c/* >"$1.rxe" 2>&1
