@@ -16,6 +16,10 @@
 # perftest_ucp ARGS...
 #   ucx_perftest at UCP level with UCX_TLS=rc_gdr,ud_verbs:aux,self: rc_gdr
 #   must be the lane UCP chose and must have posted work.
+# wire_check_late TL
+#   test/wire/wire_check over UCP (UCX_TLS=TL,ud_verbs:aux,self), its server
+#   posting each receive only once the message has arrived (-u): every one
+#   takes UCP's path for a message that came first; byte-exact and echoed.
 # mpi_verify NAME ARGS...
 #   test/mpi/mpi_verify on 2 ranks of Open MPI (pml ucx, osc ucx, rc_gdr):
 #   byte-exact ("verification: PASSED") and rc_gdr posted work. Output in
@@ -62,6 +66,23 @@ perftest_ucp() {
         grep -q "(rc_gdr/$DEV_B)" "$LOG/client.$port" &&
         grep -Eq "rc_gdr: $DEV_B closed: [1-9][0-9]* work requests" \
             "$LOG/client.$port"
+}
+
+wire_check_late() {
+    local port=$((PORT++)) rc
+    UCX_TLS=$1,ud_verbs:aux,self UCX_NET_DEVICES=$DEV_A timeout 120 \
+        "$B/test/wire/wire_check" -s -u -p "$port" -m 262144 \
+        > "$LOG/server.$port" 2>&1 &
+    local server=$!
+    wait_listen "$port" || return 1
+    UCX_TLS=$1,ud_verbs:aux,self UCX_NET_DEVICES=$DEV_B timeout 100 \
+        "$B/test/wire/wire_check" -c 127.0.0.1 -p "$port" -m 262144 -n 15 \
+        -w 20 > "$LOG/client.$port" 2>&1
+    rc=$?
+    wait "$server"
+    cat "$LOG/client.$port" "$LOG/server.$port"
+    [ "$rc" = 0 ] && grep -q '^RESULT ok iters=15 .* bad=0' "$LOG/client.$port" &&
+        grep -q 'server: 15 messages checked, 0 bad bytes' "$LOG/server.$port"
 }
 
 mpi_verify() {

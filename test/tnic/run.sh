@@ -89,7 +89,7 @@ test_ucx_info_devices() {
 run_test ucx_info_lists_rc_gdr_rc_verbs_ud_verbs_on_tnic test_ucx_info_devices
 run_tnic_suite
 # rc_gdr's suites as the guest runs them (test/rxe/run.sh), and the faults
-run_suite -- 'data.*:bad_address.*:pending.*:fork.*:contract.*:contract_keep.*:release.*:peer_death.*:event.*:event_ucp.*:ucp_rndv.*:flush.*:callback_destroy.*'
+run_suite -- 'data.*:bad_address.*:pending.*:state_signal.*:fork.*:contract.*:contract_keep.*:release.*:peer_death.*:event.*:event_ucp.*:ucp_rndv.*:flush.*:callback_destroy.*'
 run_suite -- 'tnic_fault.*:tnic_fault_reg.*:ucp_cut.*'
 run_suite env RC_GDR_CUDA_LIBRARY=/nonexistent/libcuda.so.1 -- \
     'memtypes.host_only_without_cuda_driver'
@@ -115,6 +115,12 @@ for tl in rc_gdr rc_verbs; do
         perftest_uct -x $tl -t get -D zcopy -s 65536 -n 1000
     run_test "perftest_uct_${tl}_am_lat" \
         perftest_uct -x $tl -t am_lat -s 8 -n 2000
+done
+# UCP's path for a message that arrived before its receive (UCX 1.13 leaves
+# recv_info unwritten there: wire_check's server once took the previous
+# message's tag and length, and the wire tier hung)
+for tl in rc_gdr rc_verbs; do
+    run_test "wire_check_${tl}_receive_after_arrival" wire_check_late $tl
 done
 run_test perftest_ucp_tag_bw perftest_ucp -t tag_bw -s 65536 -n 500
 run_test perftest_ucp_put_bw perftest_ucp -t ucp_put_bw -s 65536 -n 500

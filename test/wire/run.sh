@@ -65,6 +65,9 @@ inside_setup() {
     # without a single packet through between the two guests (measured:
     # UCT am_lat over ud_verbs fails, with index 0 it passes)
     export UCX_IB_GID_INDEX=0
+    # At a hang: rc_gdr's own state, logged by both sides (wire_check
+    # raises it in the client; wire_cell signals the server)
+    export UCX_RC_GDR_STATE_SIGNAL=SIGUSR2
     PORT=14000
     PEER=10.77.0.2
 }
@@ -82,6 +85,19 @@ outage() {
     [ -f "$1" ] || return 0
     awk '/^link down at/ { d = $4 } /^link up at/ { u = $4 }
          END { if (d && u) printf ", cable out %.1f s", u - d }' "$1"
+}
+
+# hang_state LOG: what both hosts' soft-RoCE counted (LOG.rxe, LOG.server.rxe),
+# the server's rc_gdr state in LOG.server (the client logged its own) and
+# the server's stacks in LOG.server.bt (where its loop waits)
+# shellcheck disable=SC2016  # $(pidof ...) is expanded on rxevm2
+hang_state() {
+    local c=/sys/class/infiniband/rxe0/ports/1/hw_counters
+    grep -H . $c/* >"$1.rxe" 2>&1
+    rxevm-remote sh -c "grep -H . $c/*" >"$1.server.rxe" 2>&1
+    rxevm-remote sh -c 'kill -USR2 $(pidof wire_check)' 2>/dev/null
+    sleep 2
+    rxevm-remote sh -c 'gdb -p $(pidof wire_check) -batch -ex "thread apply all bt"' >"$1.server.bt" 2>&1
 }
 
 # wire_cell TL FAULT SECONDS_OR_ITERS [FAULT_CMD...]: one wire_check run;
@@ -106,8 +122,11 @@ wire_cell() {
     [ -z "$fpid" ] || wait "$fpid"
     [ -f "$log.fault_at" ] && tf=$(cat "$log.fault_at")
     [ -z "${FAULT_AT:-}" ] || tf=$(cat "$FAULT_AT")
-    kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
     line=$(grep '^RESULT' "$log" | tail -n1)
+    if [[ $line == "RESULT hang"* ]]; then
+        hang_state "$log"
+    fi
+    kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
     case $line in
     "RESULT ok"*)
         st=$(sed -E 's/.* elapsed=([0-9.]+).*/\1/' <<<"$line")

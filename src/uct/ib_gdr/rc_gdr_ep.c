@@ -1132,6 +1132,36 @@ int uct_rc_gdr_ep_check_stall(uct_rc_gdr_ep_t *ep, unsigned max_sweeps)
 }
 
 
+void uct_rc_gdr_ep_log_state(uct_rc_gdr_ep_t *ep)
+{
+    static const char *qp_states[] = {
+        [IBV_QPS_RESET] = "RESET", [IBV_QPS_INIT] = "INIT",
+        [IBV_QPS_RTR]   = "RTR",   [IBV_QPS_RTS]  = "RTS",
+        [IBV_QPS_SQD]   = "SQD",   [IBV_QPS_SQE]  = "SQE",
+        [IBV_QPS_ERR]   = "ERR"
+    };
+    struct ibv_qp_init_attr init_attr;
+    struct ibv_qp_attr attr;
+    int ret;
+
+    memset(&attr, 0, sizeof(attr));
+    ret = ibv_query_qp(ep->qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN |
+                       IBV_QP_RQ_PSN, &init_attr);
+    ucs_warn("rc_gdr: QP 0x%x -> 0x%x: flags 0x%x fc_credits %d "
+             "fc_to_return %u pending %zu outstanding %u unsignaled %u "
+             "sq_avail %u tx_done %u stall_sweeps %u status %s; QP %s%s "
+             "sq_psn 0x%x rq_psn 0x%x", ep->qp->qp_num, ep->peer.qp_num,
+             ep->flags, ep->fc_credits, ep->fc_to_return,
+             ucs_queue_length(&ep->pending), ep->num_outstanding,
+             ep->unsignaled, ep->sq_avail, ep->tx_done, ep->stall_sweeps,
+             ucs_status_string(ep->status),
+             (ret == 0) ? "state " : "not queried: ",
+             (ret != 0) ? strerror(ret) :
+             (attr.qp_state <= IBV_QPS_ERR) ? qp_states[attr.qp_state] : "?",
+             attr.sq_psn, attr.rq_psn);
+}
+
+
 /* ------------------------------------------------------------------------
  * Flush, fence, pending, check
  * ------------------------------------------------------------------------ */

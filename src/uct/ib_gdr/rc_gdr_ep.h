@@ -132,6 +132,8 @@ struct uct_rc_gdr_ep {
 UCS_CLASS_DECLARE_NEW_FUNC(uct_rc_gdr_ep_t, uct_ep_t, const uct_ep_params_t*);
 void uct_rc_gdr_ep_destroy(uct_ep_h tl_ep);
 int uct_rc_gdr_ep_check_stall(uct_rc_gdr_ep_t *ep, unsigned max_sweeps);
+/* One line at warning level: flow control, queues, flags, the QP's state */
+void uct_rc_gdr_ep_log_state(uct_rc_gdr_ep_t *ep);
 
 ucs_status_t uct_rc_gdr_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr);
 ucs_status_t uct_rc_gdr_ep_connect_to_ep(uct_ep_h tl_ep,

@@ -22,6 +22,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <string.h>
 
 
@@ -104,6 +105,14 @@ ucs_config_field_t uct_rc_gdr_iface_config_table[] = {
      "unbounded) fails as well. auto: 4 x FAILURE_TIMEOUT; inf: off.",
      ucs_offsetof(uct_rc_gdr_iface_config_t, tx_stall_timeout),
      UCS_CONFIG_TYPE_TIME_UNITS},
+
+    {"STATE_SIGNAL", "0",
+     "Signal (e.g. SIGUSR2) on which every rc_gdr interface of the process "
+     "logs, at warning level, its counters and the flow-control, queue and "
+     "QP state of each endpoint (at its next progress): what a hang looks "
+     "like from inside. 0 (SIGNAL0): no handler is installed.",
+     ucs_offsetof(uct_rc_gdr_iface_config_t, state_signal),
+     UCS_CONFIG_TYPE_SIGNO},
 
     {"RETRY_COUNT", "6",
      "Transport retries before a work request fails (0..7). Soft-RoCE (rxe) "
@@ -542,6 +551,66 @@ static void uct_rc_gdr_iface_release_desc(uct_recv_desc_t *self, void *desc)
 }
 
 
+/* STATE_SIGNAL: the handler only counts; each interface logs at its next
+ * sweep (progress context, never the handler's). */
+static volatile sig_atomic_t uct_rc_gdr_state_requests;
+static int uct_rc_gdr_state_signo;
+
+
+static void uct_rc_gdr_iface_state_handler(int signo)
+{
+    ++uct_rc_gdr_state_requests;
+}
+
+
+/* The first interface that asks installs the handler, once per process. */
+static void uct_rc_gdr_iface_state_signal_init(int signo)
+{
+    struct sigaction sa;
+
+    if ((signo <= 0) || (uct_rc_gdr_state_signo != 0)) {
+        return;
+    }
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = uct_rc_gdr_iface_state_handler;
+    sa.sa_flags   = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(signo, &sa, NULL) != 0) {
+        ucs_warn("rc_gdr: STATE_SIGNAL %d: sigaction() failed: %m", signo);
+        return;
+    }
+    uct_rc_gdr_state_signo = signo;
+}
+
+
+static UCS_F_NOINLINE void uct_rc_gdr_iface_log_state(uct_rc_gdr_iface_t *iface)
+{
+    ucs_list_link_t *lists[] = {&iface->eps, &iface->zombies};
+    uct_rc_gdr_ep_t *ep;
+    unsigned i;
+
+    ucs_warn("rc_gdr: %s:%u state: rx_posted %u/%u rx_returned %d "
+             "tx_cq_avail %u busy_eps %s tx_wrs %" PRIu64 " rx_msgs %"
+             PRIu64 " credit_grants %" PRIu64 " credit_overflows %" PRIu64
+             " unknown_qp_msgs %" PRIu64 " rx_no_imm %" PRIu64
+             " am_no_handler %" PRIu64 " tx_stalls %" PRIu64,
+             ucs_derived_of(iface->super.md, uct_rc_gdr_md_t)->name,
+             iface->port_num, iface->rx_posted, iface->config.rx_queue_len,
+             iface->rx_returned, iface->tx_cq_avail,
+             ucs_list_is_empty(&iface->busy_eps) ? "empty" : "not empty",
+             iface->stats.tx_wrs, iface->stats.rx_msgs,
+             iface->stats.credit_grants, iface->stats.credit_overflows,
+             iface->stats.unknown_qp_msgs, iface->stats.rx_no_imm,
+             iface->stats.am_no_handler, iface->stats.tx_stalls);
+    for (i = 0; i < ucs_static_array_size(lists); ++i) {
+        ucs_list_for_each(ep, lists[i], list) {
+            uct_rc_gdr_ep_log_state(ep);
+        }
+    }
+}
+
+
 /*
  * The stall check: every UCT_RC_GDR_STALL_POLLS progress calls the clock is
  * read, and once per interval every endpoint, destroyed ones waiting for
@@ -557,6 +626,12 @@ uct_rc_gdr_iface_stall_sweep(uct_rc_gdr_iface_t *iface)
     unsigned i;
 
     iface->stall.polls = 0;
+    if (ucs_unlikely(iface->state_seen !=
+                     (unsigned)uct_rc_gdr_state_requests)) {
+        iface->state_seen = uct_rc_gdr_state_requests;
+        uct_rc_gdr_iface_log_state(iface);
+    }
+
     if (iface->stall.interval == 0) {
         return; /* TX_STALL_TIMEOUT=inf */
     }
@@ -970,6 +1045,8 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
                                          config->failure_timeout);
     self->stall.next           = ucs_get_time() + self->stall.interval;
     self->stall.polls          = 0;
+    uct_rc_gdr_iface_state_signal_init(config->state_signal);
+    self->state_seen           = uct_rc_gdr_state_requests;
     memset(&self->stats, 0, sizeof(self->stats));
     self->stats.size           = sizeof(self->stats);
     ucs_list_head_init(&self->eps);

@@ -62,6 +62,7 @@ typedef struct uct_rc_gdr_iface_config {
     size_t                    max_inline;
     double                    failure_timeout;
     ucs_time_t                tx_stall_timeout;
+    int                       state_signal; /* 0: none */
     unsigned                  retry_count;
     unsigned long             max_rd_atomic; /* UCS_ULUNITS_AUTO: the device's */
     unsigned                  gid_index;
@@ -172,6 +173,7 @@ struct uct_rc_gdr_iface {
         unsigned              polls;    /* progress calls since the clock
                                            was last read */
     } stall;
+    unsigned                  state_seen; /* STATE_SIGNAL requests logged */
     struct {
         unsigned              tx_queue_len;
         unsigned              tx_cq_moderation;

@@ -51,8 +51,8 @@ static void ucp_cut_send_cb(void *request, ucs_status_t status,
 {
 }
 
-/* the length and tag of a receive completed later (one completed at once
- * fills recv_info itself) */
+/* the length and tag of a receive (never completed at once: see
+ * ucp_cut_request_params) */
 static void ucp_cut_recv_cb(void *request, ucs_status_t status,
                             const ucp_tag_recv_info_t *info, void *user_data)
 {
@@ -207,7 +207,9 @@ ucs_status_t ucp_cut::request_wait(int i, void *req, bool is_recv)
     return status;
 }
 
-/* A send's and a receive's parameters: callbacks, the tag info in *info */
+/* A send's and a receive's parameters: callbacks, the tag info in *info.
+ * A receive is never completed at once (UCX 1.13 writes no recv_info then,
+ * whatever ucp.h says): its callback fills *info, always. */
 static void ucp_cut_request_params(ucp_request_param_t *sparam,
                                    ucp_request_param_t *rparam,
                                    ucp_tag_recv_info_t *info)
@@ -218,7 +220,8 @@ static void ucp_cut_request_params(ucp_request_param_t *sparam,
     sparam->cb.send            = ucp_cut_send_cb;
     rparam->op_attr_mask       = UCP_OP_ATTR_FIELD_CALLBACK |
                                  UCP_OP_ATTR_FIELD_RECV_INFO |
-                                 UCP_OP_ATTR_FIELD_USER_DATA;
+                                 UCP_OP_ATTR_FIELD_USER_DATA |
+                                 UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     rparam->cb.recv            = ucp_cut_recv_cb;
     rparam->user_data          = info;
     rparam->recv_info.tag_info = info;
