@@ -54,9 +54,7 @@ uct_component_h site_component_find(void)
     return found;
 }
 
-/* A symbol of the module: in the process's scope when preloaded, in the
- * module itself when UCX >= 1.22 opened it from UCX_PLUGIN_PATH */
-static void *site_module_sym(const char *name)
+void *site_module_sym(const char *name)
 {
     void *func = dlsym(RTLD_DEFAULT, name);
     void *module;

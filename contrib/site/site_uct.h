@@ -47,6 +47,10 @@ double site_now(void);
 /* The rc_gdr component; NULL when the module is not in this process */
 uct_component_h site_component_find(void);
 
+/* A symbol of the module: in the process's scope when preloaded, in the
+ * module itself when UCX >= 1.22 opened it from UCX_PLUGIN_PATH */
+void *site_module_sym(const char *name);
+
 /* The md counters; UCS_ERR_UNSUPPORTED when the module is not in this
  * process */
 ucs_status_t site_md_stats_query(uct_md_h md, site_md_stats_t *stats);

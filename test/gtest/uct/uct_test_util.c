@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 
 #include "uct_test_util.h"
+#include "../../../contrib/site/site_uct.h" /* what sites run shares these */
 
 #include <uct/ib_gdr/rc_gdr_glue.h> /* which uct_ep_invalidate() */
 
@@ -61,10 +62,7 @@ void uct_test_die(const char *what, ucs_status_t status)
 
 double uct_test_now(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
+    return site_now();
 }
 
 void uct_test_fill(void *buf, size_t length, unsigned seed)
@@ -105,23 +103,7 @@ void uct_test_read_all(int fd, void *buf, size_t length)
 
 uct_component_h uct_test_component_find(void)
 {
-    uct_component_h *components, found = NULL;
-    uct_component_attr_t attr;
-    unsigned i, count;
-
-    if (uct_query_components(&components, &count) != UCS_OK) {
-        return NULL;
-    }
-
-    for (i = 0; i < count; ++i) {
-        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
-        if ((uct_component_query(components[i], &attr) == UCS_OK) &&
-            !strcmp(attr.name, UCT_TEST_TL_NAME)) {
-            found = components[i];
-        }
-    }
-    uct_release_component_list(components);
-    return found;
+    return site_component_find();
 }
 
 void uct_test_md_open(uct_test_node_t *node, const char *dev)
@@ -463,18 +445,7 @@ ucs_status_t uct_test_ep_flush(uct_test_node_t **nodes, int count,
  * it from UCX_PLUGIN_PATH with local symbols). */
 void *uct_test_module_sym(const char *name)
 {
-    void *func = dlsym(RTLD_DEFAULT, name);
-    void *module;
-
-    if (func == NULL) {
-        uct_test_component_find(); /* UCX loads its plugins on this query */
-        module = dlopen("libuct_ib_gdr.so", RTLD_LAZY | RTLD_NOLOAD);
-        if (module != NULL) {
-            func = dlsym(module, name);
-            dlclose(module);
-        }
-    }
-    return func;
+    return site_module_sym(name);
 }
 
 
