@@ -264,7 +264,7 @@ static unsigned uct_rc_gdr_bounce_ep_progress(uct_rc_gdr_bounce_ep_t *bep)
     /* waiting for the peer with nothing in flight that reports: probe it,
      * so that its death shows as a failed work request */
     if ((bep->num_awaiting > 0) &&
-        (ep->num_outstanding <= ep->unsignaled)) {
+        (uct_rc_gdr_ep_in_flight(ep) <= ep->unsignaled)) {
         now = ucs_get_time();
         if ((now - bep->last_probe) >
             ucs_time_from_sec(UCT_RC_GDR_BOUNCE_PROBE_INTERVAL)) {

@@ -82,7 +82,7 @@ uct_rc_gdr_ep_post_reporting(uct_rc_gdr_ep_t *ep, struct ibv_send_wr *wr)
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_rc_gdr_ep_post_quiet(uct_rc_gdr_ep_t *ep, struct ibv_send_wr *wr)
 {
-    if (ucs_likely(uct_rc_gdr_ep_may_post_bare(ep))) {
+    if (ucs_likely(!uct_rc_gdr_ep_moderation_turn(ep))) {
         return uct_rc_gdr_ep_post_bare(ep, wr);
     }
     return uct_rc_gdr_ep_post_reporting(ep, wr);
@@ -985,7 +985,7 @@ void uct_rc_gdr_ep_send_completion(uct_rc_gdr_ep_t *ep, struct ibv_wc *wc)
     seq   = (wc->wr_id & UCT_RC_GDR_WR_ID_BARE) ?
             (uint32_t)(wc->wr_id >> 1) : ((uct_rc_gdr_op_t*)wc->wr_id)->seq;
     count = seq - ep->tx_retired;
-    if (ucs_unlikely((count == 0) || (count > ep->num_outstanding))) {
+    if (ucs_unlikely((count == 0) || (count > uct_rc_gdr_ep_in_flight(ep)))) {
         ucs_error("rc_gdr: completion on QP 0x%x (wr_id 0x%" PRIx64 ") "
                   "matches no posted request", wc->qp_num,
                   (uint64_t)wc->wr_id);
@@ -995,7 +995,6 @@ void uct_rc_gdr_ep_send_completion(uct_rc_gdr_ep_t *ep, struct ibv_wc *wc)
     /* Room first: a callback below may post again */
     ++ep->tx_done;
     ep->tx_retired       = seq;
-    ep->num_outstanding -= count;
     ep->sq_avail        += count;
     iface->tx_cq_avail  += count;
     while (!ucs_queue_is_empty(&ep->outstanding)) {
@@ -1016,7 +1015,7 @@ void uct_rc_gdr_ep_send_completion(uct_rc_gdr_ep_t *ep, struct ibv_wc *wc)
     }
 
     if (ep->flags & UCT_RC_GDR_EP_FLAG_DESTROYED) {
-        if (ep->num_outstanding == 0) {
+        if (uct_rc_gdr_ep_in_flight(ep) == 0) {
             uct_rc_gdr_ep_free_zombie(ep);
         }
         return;
@@ -1066,7 +1065,7 @@ static ucs_status_t uct_rc_gdr_ep_fail(uct_rc_gdr_ep_t *ep,
     if ((ep->sq_avail == 0) || (iface->tx_cq_avail == 0) ||
         (uct_rc_gdr_ep_get_op(ep, UCT_RC_GDR_OP_SEND, 0, &op) != UCS_OK)) {
         op = NULL;
-        if (ep->num_outstanding == 0) {
+        if (uct_rc_gdr_ep_in_flight(ep) == 0) {
             return UCS_ERR_NO_RESOURCE; /* after progress frees the queue */
         }
     }
@@ -1102,13 +1101,13 @@ static ucs_status_t uct_rc_gdr_ep_fail(uct_rc_gdr_ep_t *ep,
 int uct_rc_gdr_ep_check_stall(uct_rc_gdr_ep_t *ep, unsigned max_sweeps)
 {
     if ((ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) ||
-        (ep->num_outstanding == 0) || (ep->tx_done != ep->stall_seen)) {
+        (uct_rc_gdr_ep_in_flight(ep) == 0) || (ep->tx_done != ep->stall_seen)) {
         ep->stall_seen   = ep->tx_done;
         ep->stall_sweeps = 0;
         return 0;
     }
 
-    if (ep->num_outstanding <= ep->unsignaled) {
+    if (uct_rc_gdr_ep_in_flight(ep) <= ep->unsignaled) {
         /* a destroyed endpoint's QP is in error: its flush reports all */
         if (!(ep->flags & UCT_RC_GDR_EP_FLAG_DESTROYED)) {
             uct_rc_gdr_ep_probe(ep); /* without room: the next sweep */
@@ -1126,7 +1125,7 @@ int uct_rc_gdr_ep_check_stall(uct_rc_gdr_ep_t *ep, unsigned max_sweeps)
     ucs_error("rc_gdr: QP 0x%x: none of %u work requests in flight "
               "completed within UCX_RC_GDR_TX_STALL_TIMEOUT, and the "
               "transport's own retry timeout did not report: endpoint failed",
-              ep->qp->qp_num, ep->num_outstanding);
+              ep->qp->qp_num, uct_rc_gdr_ep_in_flight(ep));
     uct_rc_gdr_ep_fail(ep, UCS_ERR_ENDPOINT_TIMEOUT);
     return 1;
 }
@@ -1152,7 +1151,7 @@ void uct_rc_gdr_ep_log_state(uct_rc_gdr_ep_t *ep)
              "sq_avail %u tx_done %u stall_sweeps %u status %s; QP %s%s "
              "sq_psn 0x%x rq_psn 0x%x", ep->qp->qp_num, ep->peer.qp_num,
              ep->flags, ep->fc_credits, ep->fc_to_return,
-             ucs_queue_length(&ep->pending), ep->num_outstanding,
+             ucs_queue_length(&ep->pending), uct_rc_gdr_ep_in_flight(ep),
              ep->unsignaled, ep->sq_avail, ep->tx_done, ep->stall_sweeps,
              ucs_status_string(ep->status),
              (ret == 0) ? "state " : "not queried: ",
@@ -1195,7 +1194,7 @@ static ucs_status_t uct_rc_gdr_ep_cancel(uct_rc_gdr_ep_t *ep)
 
     /* Nothing written is promised any more: no read. */
     ep->flags &= ~(UCT_RC_GDR_EP_FLAG_FLUSH_READ | UCT_RC_GDR_EP_FLAG_WRITTEN);
-    if ((ep->num_outstanding == 0) ||
+    if ((uct_rc_gdr_ep_in_flight(ep) == 0) ||
         (ep->flags & UCT_RC_GDR_EP_FLAG_FAILED)) {
         return UCS_OK;
     }
@@ -1291,7 +1290,7 @@ ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
     read   = uct_rc_gdr_ep_flush_wants_read(ep, flags);
     bounce = ucs_unlikely(ep->bounce != NULL) &&
              uct_rc_gdr_bounce_ep_busy(ep);
-    if ((ep->num_outstanding == 0) && !read && !bounce) {
+    if ((uct_rc_gdr_ep_in_flight(ep) == 0) && !read && !bounce) {
         return UCS_OK;
     }
 
@@ -1333,14 +1332,14 @@ ucs_status_t uct_rc_gdr_ep_flush(uct_ep_h tl_ep, unsigned flags,
         /* The completion that waits for the bounce transfers too, and then
          * completes the user's. Should it fail, a read posted above stays
          * queued: the next flush waits for it all the same. */
-        status = uct_rc_gdr_bounce_ep_flush(ep, ep->num_outstanding > 0,
+        status = uct_rc_gdr_bounce_ep_flush(ep, uct_rc_gdr_ep_in_flight(ep) > 0,
                                             &comp);
         if (status != UCS_OK) {
             uct_rc_gdr_ep_release_op(op);
             return status;
         }
         op->internal = 1;
-        if (ep->num_outstanding == 0) {
+        if (uct_rc_gdr_ep_in_flight(ep) == 0) {
             uct_rc_gdr_ep_release_op(op); /* the bounce part alone */
             return UCS_INPROGRESS;
         }
@@ -1683,7 +1682,6 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_ep_t, const uct_ep_params_t *params)
 
     ucs_queue_head_init(&self->outstanding);
     ucs_queue_head_init(&self->pending);
-    self->num_outstanding = 0;
     self->tx_posted       = 0;
     self->tx_retired      = 0;
     self->sq_avail        = iface->config.tx_queue_len;
@@ -1725,7 +1723,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_gdr_ep_t)
 
     /* Completions that never came (iface closing): the CQ slots are free. */
     self->flags        |= UCT_RC_GDR_EP_FLAG_DESTROYED;
-    iface->tx_cq_avail += self->num_outstanding;
+    iface->tx_cq_avail += uct_rc_gdr_ep_in_flight(self);
     while (!ucs_queue_is_empty(&self->outstanding)) {
         op = ucs_queue_pull_elem_non_empty(&self->outstanding,
                                            uct_rc_gdr_op_t, queue);
@@ -1784,7 +1782,7 @@ void uct_rc_gdr_ep_destroy(uct_ep_h tl_ep)
     uct_rc_gdr_ep_pending_purge(tl_ep, NULL, NULL);
     uct_rc_gdr_ep_mark_idle(ep);
     uct_rc_gdr_ep_cancel_callbacks(ep);
-    if (ep->num_outstanding == 0) {
+    if (uct_rc_gdr_ep_in_flight(ep) == 0) {
         UCS_CLASS_DELETE(uct_rc_gdr_ep_t, ep);
         return;
     }

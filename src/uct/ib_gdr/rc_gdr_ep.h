@@ -101,7 +101,6 @@ struct uct_rc_gdr_ep {
     ucs_list_link_t           busy_link;    /* iface->busy_eps */
     ucs_queue_head_t          outstanding;  /* uct_rc_gdr_op_t, post order */
     ucs_queue_head_t          pending;      /* uct_pending_req_t */
-    unsigned                  num_outstanding; /* work requests in flight */
     unsigned                  sq_avail;
     unsigned                  unsignaled;   /* posted since the last
                                                signaled work request */
@@ -112,7 +111,8 @@ struct uct_rc_gdr_ep {
                                                found no completion */
     ucs_status_t              status;       /* why it failed */
     uint32_t                  tx_posted;    /* work requests posted */
-    uint32_t                  tx_retired;   /* ... and retired, in order */
+    uint32_t                  tx_retired;   /* ... and retired, in order:
+                                               uct_rc_gdr_ep_in_flight() */
     uint32_t                  tx_done;      /* send completions, counted */
     uint32_t                  stall_seen;   /* tx_done at the last sweep */
     struct {
@@ -127,6 +127,13 @@ struct uct_rc_gdr_ep {
                                                EP_FLAG_CONNECTED) */
     } peer;
 };
+
+
+/* Work requests posted and not yet retired by a completion */
+static inline unsigned uct_rc_gdr_ep_in_flight(const uct_rc_gdr_ep_t *ep)
+{
+    return ep->tx_posted - ep->tx_retired;
+}
 
 
 UCS_CLASS_DECLARE_NEW_FUNC(uct_rc_gdr_ep_t, uct_ep_t, const uct_ep_params_t*);

@@ -165,7 +165,6 @@ uct_rc_gdr_ep_post_wr(uct_rc_gdr_ep_t *ep, struct ibv_send_wr *wr,
 
     ep->flags &= ~UCT_RC_GDR_EP_FLAG_FENCE;
     ++ep->tx_posted;
-    ++ep->num_outstanding;
     --ep->sq_avail;
     /* Every request may report (an error completion does even when not
      * signaled): the completion queue is sized for all of them. */
@@ -173,6 +172,17 @@ uct_rc_gdr_ep_post_wr(uct_rc_gdr_ep_t *ep, struct ibv_send_wr *wr,
     ep->unsignaled = signaled ? 0 : (ep->unsignaled + 1);
     ++iface->stats.tx_wrs;
     return UCS_OK;
+}
+
+
+/* Whether the next work request must report: the moderation's turn (one in
+ * tx_cq_moderation). One that need not may go without a descriptor; one that
+ * reports needs a descriptor for its completion to name. */
+static UCS_F_ALWAYS_INLINE int
+uct_rc_gdr_ep_moderation_turn(uct_rc_gdr_ep_t *ep)
+{
+    return ep->unsignaled + 1 >=
+           uct_rc_gdr_ep_iface(ep)->config.tx_cq_moderation;
 }
 
 
@@ -187,11 +197,10 @@ static inline ucs_status_t uct_rc_gdr_ep_post(uct_rc_gdr_ep_t *ep,
                                               struct ibv_send_wr *wr,
                                               uct_rc_gdr_op_t *op)
 {
-    uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
     ucs_status_t status;
 
     op->signaled   |= (op->comp != NULL) || (op->type != UCT_RC_GDR_OP_SEND) ||
-                      (ep->unsignaled + 1 >= iface->config.tx_cq_moderation);
+                      uct_rc_gdr_ep_moderation_turn(ep);
     wr->wr_id       = (uintptr_t)op;
     if (op->signaled) {
         wr->send_flags |= IBV_SEND_SIGNALED;
@@ -206,18 +215,9 @@ static inline ucs_status_t uct_rc_gdr_ep_post(uct_rc_gdr_ep_t *ep,
 }
 
 
-/* Whether the next work request may go without a descriptor: one that
- * would not report (the moderation's turn makes the next one signaled,
- * and a signaled one needs a descriptor for its completion to name). */
-static UCS_F_ALWAYS_INLINE int uct_rc_gdr_ep_may_post_bare(uct_rc_gdr_ep_t *ep)
-{
-    return ep->unsignaled + 1 < uct_rc_gdr_ep_iface(ep)->config.tx_cq_moderation;
-}
-
-
 /*
- * Posts a work request nobody waits for without a descriptor (after
- * uct_rc_gdr_ep_may_post_bare): unsignaled, it is retired by the next
+ * Posts a work request nobody waits for without a descriptor (when it is
+ * not uct_rc_gdr_ep_moderation_turn): unsignaled, it is retired by the next
  * completion after it, or in error by its own, whose wr_id gives its
  * sequence number (UCT_RC_GDR_WR_ID_BARE). As rc_verbs does: no mpool, no
  * queue, for the short sends.
@@ -313,7 +313,7 @@ static inline ucs_status_t uct_rc_gdr_ep_probe(uct_rc_gdr_ep_t *ep)
     uct_rc_gdr_op_t *op;
 
     if ((ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) ||
-        (ep->num_outstanding > ep->unsignaled) ||
+        (uct_rc_gdr_ep_in_flight(ep) > ep->unsignaled) ||
         (uct_rc_gdr_ep_start_internal_op(ep, UCT_RC_GDR_OP_SEND, 0, &op) !=
          UCS_OK)) {
         return UCS_OK;
