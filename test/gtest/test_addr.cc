@@ -130,6 +130,40 @@ TEST_F(test_rc_gdr_addr, rkey_token_wider_than_23_bits_refused)
                                                     &out));
 }
 
+/* A key that sends some access to the bounce lane names its token there:
+ * without token_hi it has none (every token has one), and is refused at
+ * unpack instead of at the target after a round trip */
+TEST_F(test_rc_gdr_addr, rkey_bouncing_without_token_refused)
+{
+    const uint8_t bouncing[] = {
+        0, UCT_RC_GDR_RKEY_FLAG_GPU,
+        UCT_RC_GDR_RKEY_FLAG_NIC | UCT_RC_GDR_RKEY_FLAG_NO_READ,
+        UCT_RC_GDR_RKEY_FLAG_NIC | UCT_RC_GDR_RKEY_FLAG_NO_WRITE
+    };
+    std::vector<uint8_t> blob(uct_rc_gdr_rkey_packed_size());
+    uct_rc_gdr_rkey_t out;
+
+    for (uint8_t flags : bouncing) {
+        uct_rc_gdr_rkey_t in = {0x8a800018, flags, 0};
+
+        uct_rc_gdr_rkey_pack(&in, blob.data());
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+                  uct_rc_gdr_rkey_unpack_buffer(blob.data(), blob.size(),
+                                                &out)) << (int)flags;
+        in.token_hi = 1;
+        uct_rc_gdr_rkey_pack(&in, blob.data());
+        EXPECT_EQ(UCS_OK, uct_rc_gdr_rkey_unpack_buffer(blob.data(),
+                                                        blob.size(), &out))
+                << (int)flags;
+    }
+
+    /* A NIC key for every access needs no token */
+    uct_rc_gdr_rkey_t nic = {0x8a800018, UCT_RC_GDR_RKEY_FLAG_NIC, 0};
+    uct_rc_gdr_rkey_pack(&nic, blob.data());
+    EXPECT_EQ(UCS_OK, uct_rc_gdr_rkey_unpack_buffer(blob.data(), blob.size(),
+                                                    &out));
+}
+
 /* Thousands of random blobs: every one refused (a random blob passing the
  * magic, the version and a 16-bit checksum would take ~2^20 tries). */
 TEST_F(test_rc_gdr_addr, random_blobs_refused)

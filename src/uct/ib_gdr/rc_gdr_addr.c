@@ -212,5 +212,17 @@ ucs_status_t uct_rc_gdr_rkey_unpack_buffer(const void *buffer, size_t length,
     rkey_p->rkey     = (uint32_t)uct_rc_gdr_get_le(p + 1, 4);
     rkey_p->flags    = p[5];
     rkey_p->token_hi = (uint32_t)uct_rc_gdr_get_le(p + 6, 3);
+
+    /* Every token has bits above the key (rc_gdr_md_token.c): a key that
+     * sends some access to the bounce lane without one would only be
+     * refused there, after a round trip */
+    if ((rkey_p->token_hi == 0) &&
+        (!uct_rc_gdr_rkey_nic_allows(rkey_p, 0) ||
+         !uct_rc_gdr_rkey_nic_allows(rkey_p, 1))) {
+        ucs_error("rc_gdr: remote key 0x%x (flags 0x%x) sends accesses to "
+                  "the bounce lane but carries no bounce token",
+                  rkey_p->rkey, rkey_p->flags);
+        return UCS_ERR_INVALID_PARAM;
+    }
     return UCS_OK;
 }

@@ -81,7 +81,8 @@ typedef struct uct_rc_gdr_mem_info {
 
 void uct_rc_gdr_md_close(uct_md_h tl_md);
 void uct_rc_gdr_md_caps(uct_md_h tl_md, uct_rc_gdr_md_caps_t *caps);
-/* @a flags: UCT_MD_MEM_FLAG_xx */
+/* @a flags: UCT_MD_MEM_FLAG_xx and UCT_MD_MEM_ACCESS_xx; host memory gets
+ * all access whatever it asks (UCT_RC_GDR_MD_HOST_ACCESS) */
 ucs_status_t uct_rc_gdr_md_reg(uct_md_h tl_md, void *address, size_t length,
                                uint64_t flags, uct_mem_h *memh_p);
 ucs_status_t uct_rc_gdr_md_mem_dereg(uct_md_h tl_md,

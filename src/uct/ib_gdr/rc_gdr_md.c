@@ -429,31 +429,16 @@ static int uct_rc_gdr_md_gpu_access(const uct_rc_gdr_md_gpu_t *gpu)
 
 
 /*
- * Verbs access of host memory from UCT's access flags: what the user asked
- * for, nothing more. No access flag at all means all of them (UCT users that
- * predate the flags pass none). Remote writes and atomics need local write.
+ * Verbs access of host memory: all of it, whatever the registration asked
+ * for, as UCX's own IB md gives. UCP's memory cache in 1.13 to 1.16 hands a
+ * registration made for one use (an eager send's local read) to any later
+ * use of the same pages (a rendezvous peer's remote read) without asking the
+ * md again; a narrower key then fails the peer, not the caller. Remote
+ * writes and atomics need local write.
  */
-static unsigned uct_rc_gdr_md_host_access(unsigned flags)
-{
-    unsigned access = 0;
-
-    if (!(flags & UCT_MD_MEM_ACCESS_ALL)) {
-        flags |= UCT_MD_MEM_ACCESS_ALL;
-    }
-    if (flags & UCT_MD_MEM_ACCESS_LOCAL_WRITE) {
-        access |= IBV_ACCESS_LOCAL_WRITE;
-    }
-    if (flags & UCT_MD_MEM_ACCESS_REMOTE_PUT) {
-        access |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-    }
-    if (flags & UCT_MD_MEM_ACCESS_REMOTE_GET) {
-        access |= IBV_ACCESS_REMOTE_READ;
-    }
-    if (flags & UCT_MD_MEM_ACCESS_REMOTE_ATOMIC) {
-        access |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
-    }
-    return access;
-}
+#define UCT_RC_GDR_MD_HOST_ACCESS \
+    (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
 
 
 /* The mechanism both directions share: the gate picks it before it looks
@@ -756,8 +741,7 @@ uct_rc_gdr_md_region_reg(void *arg, uct_rc_gdr_rcache_region_t *region)
         return uct_rc_gdr_md_region_reg_gpu(md, region, gdr_mr);
     }
 
-    /* The access the registration asked for (uct_rc_gdr_md_host_access):
-     * a get needing more registers anew */
+    /* All access (UCT_RC_GDR_MD_HOST_ACCESS): one key serves every use */
     gdr_mr->mr = uct_rc_gdr_md_reg_nic(md, region,
                                        UCT_RC_GDR_LANE_GDR_PEERMEM,
                                        region->access, &error);
@@ -774,15 +758,7 @@ uct_rc_gdr_md_region_reg(void *arg, uct_rc_gdr_rcache_region_t *region)
                UCS_ERR_NO_MEMORY : UCS_ERR_IO_ERROR;
     }
 
-    /* What the NIC refuses, peers are told not to try: the flush read
-     * skips memory it may not read */
     gdr_mr->rkey_flags = UCT_RC_GDR_RKEY_FLAG_NIC;
-    if (!(region->access & IBV_ACCESS_REMOTE_READ)) {
-        gdr_mr->rkey_flags |= UCT_RC_GDR_RKEY_FLAG_NO_READ;
-    }
-    if (!(region->access & IBV_ACCESS_REMOTE_WRITE)) {
-        gdr_mr->rkey_flags |= UCT_RC_GDR_RKEY_FLAG_NO_WRITE;
-    }
     gdr_mr->lkey       = gdr_mr->mr->lkey;
     gdr_mr->lane       = UCT_RC_GDR_LANE_GDR_PEERMEM; /* direct NIC access */
     gdr_mr->gpu        = -1;
@@ -909,7 +885,7 @@ ucs_status_t uct_rc_gdr_md_reg(uct_md_h tl_md, void *address, size_t length,
     key.buffer_id = info.buffer_id;
     key.mem_type  = info.mem_type;
     if (info.mem_type == UCS_MEMORY_TYPE_HOST) {
-        key.access = uct_rc_gdr_md_host_access(flags);
+        key.access = UCT_RC_GDR_MD_HOST_ACCESS;
         key.flags  = md->rcache_host_flags;
     } else {
         key.access = 0;

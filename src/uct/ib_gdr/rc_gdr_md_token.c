@@ -79,7 +79,7 @@ ucs_status_t uct_rc_gdr_md_token_add(uct_rc_gdr_md_t *md, uint32_t nic_key,
         if (region != NULL) {
             token = (token & ~(uint64_t)UINT32_MAX) | nic_key;
         }
-    } while ((token == 0) ||
+    } while (((token >> 32) == 0) || /* an rkey without token_hi has none */
              (kh_get(uct_rc_gdr_token, &md->tokens, token) !=
               kh_end(&md->tokens)));
 

@@ -1950,8 +1950,9 @@ TEST_F(bounce_attacker, target_get_answered_twice_fails)
     size_t j;
 
     memset(&fake, 0, sizeof(fake));
-    fake.rkey  = 0x1234;
-    fake.flags = UCT_RC_GDR_RKEY_FLAG_GPU;
+    fake.rkey     = 0x1234;
+    fake.flags    = UCT_RC_GDR_RKEY_FLAG_GPU;
+    fake.token_hi = 0x5678; /* every token has bits above the key */
     memset(&cmd, 0, sizeof(cmd));
     cmd.cmd    = CMD_GET;
     cmd.addr   = 0x7000000;
@@ -1996,8 +1997,9 @@ TEST_F(bounce_attacker, target_ops_unanswered_end_in_time)
     int i;
 
     memset(&fake, 0, sizeof(fake));
-    fake.rkey  = 0x1234;
-    fake.flags = UCT_RC_GDR_RKEY_FLAG_GPU;
+    fake.rkey     = 0x1234;
+    fake.flags    = UCT_RC_GDR_RKEY_FLAG_GPU;
+    fake.token_hi = 0x5678; /* every token has bits above the key */
     for (i = 0; i < 2; ++i) {
         memset(&cmd, 0, sizeof(cmd));
         cmd.cmd    = i ? CMD_GET : CMD_PUT;

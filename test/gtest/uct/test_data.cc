@@ -281,6 +281,48 @@ TEST_F(data, get_zcopy_sizes_offsets)
     });
 }
 
+/*
+ * A get from memory registered for a local read only: UCP 1.13-1.16's
+ * memory cache reuses an eager send's registration for a rendezvous peer's
+ * get, without asking the md again (Open MPI's window set-up did, over real
+ * GPU memory and a 4-byte host buffer).
+ */
+TEST_F(data, get_zcopy_from_memory_registered_for_local_read)
+{
+    const size_t length = 4;
+    std::vector<unsigned char> rkey_buf(b->md_attr.rkey_packed_size);
+    std::vector<unsigned char> peer(8192);
+    unsigned char *target = peer.data() + 4096 + 4;
+    uct_rkey_bundle_t local_read_rkey;
+    uct_test_comp_t wc;
+    ucs_status_t status;
+    uct_mem_h memh;
+    uct_iov_t iov;
+
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(b->md, target, length,
+                                     UCT_MD_MEM_ACCESS_LOCAL_READ, &memh));
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack(b->md, memh, rkey_buf.data()));
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(a->component, rkey_buf.data(),
+                                      &local_read_rkey));
+
+    uct_test_fill(target, length, ++seed);
+    memset(src, 0, length);
+    uct_test_iov_init(&iov, src, length, a->memh);
+    uct_test_comp_init(&wc);
+    status = UCT_TEST_RETRY(nodes, 2,
+                            uct_ep_get_zcopy(a->ep, &iov, 1,
+                                             (uintptr_t)target,
+                                             local_read_rkey.rkey,
+                                             &wc.comp));
+    status = wait_op(status, &wc);
+    UCT_TEST_EXPECT((status == UCS_OK) && !memcmp(src, target, length),
+                    "get_zcopy of %zu bytes from a local-read registration "
+                    "(%s)", length, ucs_status_string(status));
+
+    uct_rkey_release(a->component, &local_read_rkey);
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(b->md, memh));
+}
+
 /* Delivered to b's handler; an active message's max_short counts its
  * 8-byte header */
 TEST_F(data, am_short_sizes_offsets)
