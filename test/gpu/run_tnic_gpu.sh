@@ -139,39 +139,39 @@ done
 # makes UCP ask rc_gdr's md), and an eager message received into GPU memory
 # crashes UCP (ucp_mem_type_unpack), so every message takes the rendezvous
 # (UCX_RNDV_THRESH=0), which rc_gdr's zero-copy RMA carries.
+# mpi_gpu NAME GREP MPIRUN_ARGS...: two ranks of mpi_verify on device
+# buffers over rc_gdr (tnic0); passes when it verifies and its log has GREP
+mpi_gpu() {
+    local name=$1 want=$2; shift 2
+    check "$name" bash -c "timeout 90 mpirun \
+        --allow-run-as-root --oversubscribe -np 2 \
+        --mca pml ucx --mca osc ucx --mca btl ^openib,ofi,uct \
+        --mca pml_ucx_tls any --mca pml_ucx_devices any \
+        -x RC_GDR_TNIC_FABRIC -x UCX_RC_GDR_MAX_DISTANCE \
+        -x UCX_NET_DEVICES=tnic0:1 -x UCX_LOG_LEVEL=info $* \
+        '$B/test/mpi/mpi_verify' --gpu > $LOG/$name.log.mpi 2>&1; rc=\$?
+        grep -m1 'Version 1' $LOG/$name.log.mpi; tail -5 $LOG/$name.log.mpi
+        [ \$rc = 0 ] && grep -q '^verification: PASSED' $LOG/$name.log.mpi &&
+            grep -q '$want' $LOG/$name.log.mpi"
+}
+
 echo "== Open MPI $(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}'), 2 ranks, device buffers, the stock UCX"
 if command -v mpirun > /dev/null && [ -x "$B/test/mpi/mpi_verify" ]; then
     for lane in dmabuf: bounce:dmabuf:off,peermem:off; do
         name=${lane%%:*}; spec=${lane#*:}
-        check "mpi_gpu_buffers_$name" bash -c "timeout 90 mpirun \
-            --allow-run-as-root --oversubscribe -np 2 \
-            --mca pml ucx --mca osc ucx --mca btl ^openib,ofi,uct \
-            --mca pml_ucx_tls any --mca pml_ucx_devices any \
-            -x LD_PRELOAD='$MOD' -x LD_LIBRARY_PATH -x RC_GDR_TNIC_FABRIC \
-            -x RC_GDR_TNIC_FAULT='$spec' -x UCX_TLS=rc_gdr,ud_verbs:aux,self \
-            -x UCX_NET_DEVICES=tnic0:1 -x UCX_RC_GDR_MAX_DISTANCE \
-            -x UCX_MEMTYPE_CACHE=n -x UCX_RNDV_THRESH=0 \
-            '$B/test/mpi/mpi_verify' --gpu > $LOG/mpi.$name 2>&1; rc=\$?
-            tail -5 $LOG/mpi.$name; [ \$rc = 0 ] &&
-            grep -q '^verification: PASSED' $LOG/mpi.$name"
+        mpi_gpu "mpi_gpu_buffers_$name" "^verification" \
+            -x LD_PRELOAD="$MOD" -x LD_LIBRARY_PATH \
+            -x RC_GDR_TNIC_FAULT="$spec" -x UCX_TLS=rc_gdr,ud_verbs:aux,self \
+            -x UCX_MEMTYPE_CACHE=n -x UCX_RNDV_THRESH=0
     done
     # The same Open MPI over the CUDA-built UCX (its libucp first in the
     # library path): cuda_copy beside rc_gdr, no work-around needed
     if [ -n "$CB" ] && [ -f "$CLIB/libucp.so.0" ]; then
         CBA=$(cd "$CB" && pwd); CLIBA=$(cd "$CLIB" && pwd)
-        check mpi_gpu_buffers_ucx_cuda bash -c "timeout 90 mpirun \
-            --allow-run-as-root --oversubscribe -np 2 \
-            --mca pml ucx --mca osc ucx --mca btl ^openib,ofi,uct \
-            --mca pml_ucx_tls any --mca pml_ucx_devices any \
+        mpi_gpu mpi_gpu_buffers_ucx_cuda "Version 1.22" \
             -x LD_LIBRARY_PATH=$CBA/test/tnic/lib:$CLIBA \
             -x UCX_PLUGIN_PATH=$CBA/src/uct/ib_gdr/.libs \
-            -x RC_GDR_TNIC_FABRIC -x UCX_RC_GDR_MAX_DISTANCE \
-            -x UCX_TLS=rc_gdr,ud_verbs:aux,cuda_copy,self \
-            -x UCX_NET_DEVICES=tnic0:1 -x UCX_LOG_LEVEL=info \
-            '$B/test/mpi/mpi_verify' --gpu > $LOG/mpi.ucx_cuda 2>&1; rc=\$?
-            grep -m1 'Version 1' $LOG/mpi.ucx_cuda; tail -5 $LOG/mpi.ucx_cuda
-            [ \$rc = 0 ] && grep -q '^verification: PASSED' $LOG/mpi.ucx_cuda &&
-                grep -q 'Version 1.22' $LOG/mpi.ucx_cuda"
+            -x UCX_TLS=rc_gdr,ud_verbs:aux,cuda_copy,self
     fi
 else
     skip mpi_gpu_buffers "no mpirun or mpi_verify"
