@@ -36,7 +36,8 @@ Usage: rxe-vm.sh [options] -- CMD [ARGS...]
                   a root port holding an emulated PCI function (qemu's edu)
                   standing for GPU<i>; /etc/rxevm-pcie-pairs in the guest
                   lists them, /etc/rxevm-gpus.env sets the stand-in CUDA
-                  driver's devices to those functions
+                  driver's devices to those functions, placed there (the
+                  gate judges their place as a real GPU's)
   --rw DIR        share DIR writable at the same path (repeatable); all other
                   guest writes stay in the guest
   --fresh-tmp     mount an empty tmpfs on /tmp (default: host /tmp visible,
@@ -308,7 +309,7 @@ for hb in $PXB_BUSES; do
     echo "pair $i: host bridge pci0000:$hb numa_node $(cat /sys/bus/pci/devices/$gpu/numa_node) nic $nic netdev $ndev rxe$i gpu $gpu" >>$R/etc/rxevm-pcie-pairs
     gpus=${gpus:+$gpus,}$gpu; i=$((i + 1))
 done
-echo "export RC_GDR_FAKE_CUDA_DEVICES=$i RC_GDR_FAKE_CUDA_PCI_BUS_ID=$gpus" >$R/etc/rxevm-gpus.env
+echo "export RC_GDR_FAKE_CUDA_DEVICES=$i RC_GDR_FAKE_CUDA_PCI_BUS_ID=$gpus RC_GDR_FAKE_CUDA_PLACED=1" >$R/etc/rxevm-gpus.env
 NRXE=$i
 else
 # Two hosts: eth0 is the NIC on the link between the two qemu processes.

@@ -5,7 +5,9 @@
 #      src/ (contrib/check-circles.sh)
 #   1b loading checks on the host (UCX version refusal, no-hardware paths)
 #   2  real verbs in the soft-RoCE guest: UCT, UCP (ucx_perftest), Open MPI,
-#      faults, byte-exact data
+#      faults, byte-exact data; then a --pcie-pairs guest (test/rxe/
+#      pcie_pairs.sh): system devices, the GPU x NIC matrix, a lane per
+#      NIC for each GPU, UCP's rendezvous on each GPU's nearest NIC
 #   3  GPU tests: run where a CUDA driver and GPU are present, skipped (and
 #      said so) elsewhere
 #   4  conformance: UCX's own UCT test suites (the CI subset) in the guest,
@@ -247,6 +249,12 @@ if [ "$RUN_VM" = 1 ]; then
     echo "== tier 2: real verbs in the soft-RoCE guest"
     contrib/rxe-vm.sh --timeout 2400 -- test/rxe/run.sh 2>&1 | tee "$OUT/rxe"
     tally_counts "$OUT/rxe"
+
+    echo "== tier 2: the --pcie-pairs guest: two host bridges on two NUMA" \
+         "nodes, each with a NIC and an EMULATED GPU placed beside it"
+    contrib/rxe-vm.sh --pcie-pairs 2 --timeout 900 -- test/rxe/pcie_pairs.sh \
+        2>&1 | tee "$OUT/pcie-pairs"
+    tally_counts "$OUT/pcie-pairs"
 fi
 
 echo "== tier 3: GPU"

@@ -189,7 +189,10 @@ static int rc_gdr_info_find_cuda_gpus(rc_gdr_info_t *info)
     if ((uct_rc_gdr_cuda_driver_info(&driver) == UCS_OK) && driver.emulated) {
         fprintf(stderr, "NOTE: the CUDA driver is the project's stand-in "
                 "(%s): every GPU is EMULATED (host memory behind device "
-                "pointers)\n", driver.library);
+                "pointers)%s\n", driver.library,
+                driver.placed ? ", placed at the PCI functions it reports "
+                "(RC_GDR_FAKE_CUDA_PLACED): the gate judges their place as "
+                "a real GPU's" : "");
     }
     return 1;
 }
@@ -584,8 +587,9 @@ static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
             printf("%s{\"name\": \"%s\", \"bdf\": ", (i > 0) ? ", " : "",
                    info->gpus[i].name);
             uct_rc_gdr_gate_print_json_string(stdout, info->gpus[i].bdf);
-            printf(", \"emulated\": %s",
-                   info->gpus[i].facts.emulated ? "true" : "false");
+            printf(", \"emulated\": %s, \"placed\": %s",
+                   info->gpus[i].facts.emulated ? "true" : "false",
+                   info->gpus[i].facts.placed ? "true" : "false");
             if (info->gpus[i].ordinal >= 0) {
                 printf(", \"ordinal\": %d, \"model\": ",
                        info->gpus[i].ordinal);
@@ -645,7 +649,8 @@ static void rc_gdr_info_print_header(const rc_gdr_info_t *info)
     }
     for (i = 0; i < info->num_gpus; ++i) {
         printf("%s %s%s%s\n", info->gpus[i].name, info->gpus[i].bdf,
-               info->gpus[i].facts.emulated ? " EMULATED" : "",
+               !info->gpus[i].facts.emulated ? "" :
+               info->gpus[i].facts.placed ? " EMULATED, placed" : " EMULATED",
                (info->gpus[i].ordinal >= 0) ? " (CUDA ordinal)" :
                " (numbered in PCI order: no CUDA driver answered)");
         if (info->gpus[i].ordinal >= 0) {

@@ -525,6 +525,30 @@ TEST_F(test_rc_gdr_gate, emulated_gpu_distance_not_applicable)
     EXPECT_EQ(UCT_RC_GDR_LANE_GDR_DMABUF, lane(RECV));
 }
 
+/* An emulated GPU placed at a PCI function (a guest's) is judged by its
+ * place as a real GPU is: a far NIC bounces, a near one does not */
+TEST_F(test_rc_gdr_gate, placed_emulated_gpu_judged_by_place)
+{
+    m_gpu.emulated = 1;
+    m_gpu.placed   = 1;
+    m_topo.dist    = UCT_RC_GDR_DIST_SYS;
+    EXPECT_EQ(UCS_OK, evaluate());
+    EXPECT_EQ(UCT_RC_GDR_LANE_BOUNCE, lane(SEND));
+    EXPECT_EQ(UCT_RC_GDR_LANE_BOUNCE, lane(RECV));
+    EXPECT_EQ(UCT_RC_GDR_VERDICT_FAIL, find("topo.distance")->verdict);
+
+    m_topo.dist = UCT_RC_GDR_DIST_PIX;
+    EXPECT_EQ(UCS_OK, evaluate());
+    EXPECT_EQ(UCT_RC_GDR_LANE_GDR_DMABUF, lane(SEND));
+    EXPECT_EQ(UCT_RC_GDR_LANE_GDR_DMABUF, lane(RECV));
+
+    /* not placed: the same far place is not judged */
+    m_gpu.placed = 0;
+    m_topo.dist  = UCT_RC_GDR_DIST_SYS;
+    EXPECT_EQ(UCS_OK, evaluate());
+    EXPECT_EQ(UCT_RC_GDR_LANE_GDR_DMABUF, lane(SEND));
+}
+
 TEST_F(test_rc_gdr_gate, iommu_identity_is_not_a_warning) {
     m_topo.gpu.iommu = UCT_RC_GDR_IOMMU_IDENTITY;
     m_topo.nic.iommu = UCT_RC_GDR_IOMMU_ABSENT;

@@ -66,6 +66,13 @@
  *   RC_GDR_FAKE_CUDA_PCI_BUS_ID       "0000:17:00.0" style, printed in upper
  *                                     case like the real driver (default:
  *                                     bus 0x17 + 0x20 * ordinal)
+ *   RC_GDR_FAKE_CUDA_PLACED           1: the PCI functions named above are
+ *                                     where the GPUs stand (a guest's
+ *                                     emulated PCI functions), and rc_gdr's
+ *                                     gate judges their place as a real
+ *                                     GPU's (rc_gdr_fake_cuda_placed);
+ *                                     default 0: the memory is host memory
+ *                                     and no PCIe path is judged
  *   RC_GDR_FAKE_CUDA_DRIVER_VERSION   cuDriverGetVersion (default 13000)
  *   RC_GDR_FAKE_CUDA_PROC_ADDRESS     0: cuGetProcAddress_v2 finds nothing,
  *                                     so callers fall back to dlsym
@@ -179,6 +186,7 @@ static struct {
     int                proc_address;
     long               dmabuf_span;     /* exports may span VMM mappings */
     long               mempool_attr;    /* MEMPOOL_HANDLE attribute known */
+    int                placed;          /* RC_GDR_FAKE_CUDA_PLACED */
     fake_device_t      dev[FAKE_MAX_DEVICES];
     unsigned long long next_buffer_id;
     unsigned long long next_handle_id;
@@ -264,6 +272,7 @@ static void fake_config_read(void)
     fake.proc_address   = fake_env_int("RC_GDR_FAKE_CUDA_PROC_ADDRESS", 0, 1);
     fake.dmabuf_span    = 1;
     fake.mempool_attr   = 1;
+    fake.placed         = fake_env_int("RC_GDR_FAKE_CUDA_PLACED", 0, 0);
     fake.next_buffer_id = 1;
     fake.next_handle_id = 0x1000;
 
@@ -358,6 +367,16 @@ out:
         *old_p = old;
     }
     return ret;
+}
+
+
+/* 1 where the devices stand at the PCI functions they report (a guest's
+ * emulated functions, RC_GDR_FAKE_CUDA_PLACED): their place in sysfs is then
+ * judged as a real GPU's, though their memory is host memory */
+FAKE_EXPORT int rc_gdr_fake_cuda_placed(void)
+{
+    fake_config();
+    return fake.placed;
 }
 
 

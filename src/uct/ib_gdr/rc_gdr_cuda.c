@@ -59,6 +59,7 @@ typedef struct {
     int                  by_proc_address;
     unsigned             num_missing;
     int                  emulated;
+    int                  placed;
     uct_rc_gdr_cuda_fn_t fn;
 } uct_rc_gdr_cuda_driver_t;
 
@@ -222,6 +223,7 @@ static void uct_rc_gdr_cuda_load(void)
     int explicit_library          = (env != NULL) && (*env != '\0');
     __typeof__(cuGetProcAddress_v2) *get_proc;
     const uct_rc_gdr_cuda_sym_t *sym;
+    int (*placed_fn)(void);
     int by_dlsym, num_dlsym;
     void *func;
     CUresult res;
@@ -270,6 +272,10 @@ static void uct_rc_gdr_cuda_load(void)
     /* The stand-in driver exports its test control; a real one never does */
     drv->emulated        = (dlsym(drv->handle, "rc_gdr_fake_cuda_control") !=
                             NULL);
+    placed_fn            = (int (*)(void))dlsym(drv->handle,
+                                                 "rc_gdr_fake_cuda_placed");
+    drv->placed          = drv->emulated && (placed_fn != NULL) &&
+                           placed_fn();
 
     res = drv->fn.init(0);
     if (res != CUDA_SUCCESS) {
@@ -334,6 +340,7 @@ ucs_status_t uct_rc_gdr_cuda_driver_info(uct_rc_gdr_cuda_driver_info_t *info_p)
     info_p->by_proc_address = uct_rc_gdr_cuda_drv.by_proc_address;
     info_p->num_missing     = uct_rc_gdr_cuda_drv.num_missing;
     info_p->emulated        = uct_rc_gdr_cuda_drv.emulated;
+    info_p->placed          = uct_rc_gdr_cuda_drv.placed;
     return UCS_OK;
 }
 

@@ -58,6 +58,9 @@ typedef struct uct_rc_gdr_cuda_driver_info {
     int        emulated;          /* 1: the project's stand-in driver
                                      (test/mocks): "GPU" memory is host
                                      memory, and results must say so */
+    int        placed;            /* 1: emulated GPUs standing at the PCI
+                                     functions they report (a guest's):
+                                     the gate judges their place */
 } uct_rc_gdr_cuda_driver_info_t;
 
 

@@ -758,9 +758,10 @@ static void uct_rc_gdr_gate_check_topo(uct_rc_gdr_gate_result_t *result,
     result->dist = topo->dist;
     snprintf(source, sizeof(source), "%s/bus/pci/devices, class/infiniband/"
              "%s/device", topo->sysfs_root, topo->nic_name);
-    if (gpu->emulated) {
+    if (gpu->emulated && !gpu->placed) {
         /* Emulated GPU memory is host memory: no PCIe peer-to-peer path is
-         * involved, whatever the NIC. Real GPUs never get here. */
+         * involved, whatever the NIC. Real GPUs, and emulated ones placed at
+         * a PCI function, never get here. */
         uct_rc_gdr_gate_add(result, "topo.distance", UCT_RC_GDR_VERDICT_PASS,
                             NULL, NULL, "the stand-in CUDA driver",
                             "not applicable: EMULATED GPU (host memory); "

@@ -117,6 +117,10 @@ typedef struct uct_rc_gdr_gate_gpu {
     /* 1: the stand-in CUDA driver: "GPU" memory is host memory, which any
      * NIC, virtual ones included, reaches without PCIe peer-to-peer */
     int                       emulated;
+    /* 1: an emulated GPU standing at the PCI function it reports (a
+     * guest's, RC_GDR_FAKE_CUDA_PLACED): its place is judged as a real
+     * GPU's, so that the topology checks run on a real kernel's sysfs */
+    int                       placed;
 } uct_rc_gdr_gate_gpu_t;
 
 

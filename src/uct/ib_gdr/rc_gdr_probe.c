@@ -53,8 +53,10 @@ ucs_status_t uct_rc_gdr_probe_gpu(int ordinal, uct_rc_gdr_probe_gpu_t *gpu)
         gpu->facts.query_error = gpu->error;
     }
 
-    gpu->facts.emulated = (uct_rc_gdr_cuda_driver_info(&driver) == UCS_OK) &&
-                          driver.emulated;
+    if (uct_rc_gdr_cuda_driver_info(&driver) == UCS_OK) {
+        gpu->facts.emulated = driver.emulated;
+        gpu->facts.placed   = driver.placed;
+    }
     return UCS_OK;
 }
 

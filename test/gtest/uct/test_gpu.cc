@@ -733,6 +733,96 @@ TEST_F(gpu_emulated, ucp_put_get_beside_cuda_copy)
                        << " lines logged)";
 }
 
+/*
+ * The --pcie-pairs guest (contrib/rxe-vm.sh): GPU<i> stands beside rxe<i>,
+ * the stand-in driver placed at the guest's PCI functions
+ * (RC_GDR_FAKE_CUDA_PLACED), a and b on rxe0 and rxe1. In one process, one
+ * endpoint: each GPU's memory registered on its near NIC takes the NIC lane,
+ * on the far one the bounce lane, and a's puts into it follow the key.
+ */
+TEST_F(gpu_emulated, placed_gpus_lane_per_nic_in_one_process)
+{
+    uct_rc_gdr_cuda_driver_info_t info;
+    std::vector<char> host(SIZE);
+    uct_test_iface_stats_t s0, s1;
+    uct_test_md_stats_t m0, m1;
+    uct_rc_gdr_cuda_ctx_h ctx;
+    gpu_region *near_reg, *far_reg;
+    uct_mem_h host_memh;
+    int count;
+
+    if ((uct_rc_gdr_cuda_driver_info(&info) != UCS_OK) || !info.placed ||
+        (uct_rc_gdr_cuda_device_count(&count) != UCS_OK) || (count < 2) ||
+        strcmp(dev_a(), "rxe0:1") || strcmp(dev_b(), "rxe1:1")) {
+        GTEST_SKIP() << "needs the --pcie-pairs guest: two placed GPUs, "
+                        "RC_GDR_DEV_A=rxe0:1 RC_GDR_DEV_B=rxe1:1";
+    }
+    gpu_pair_open();
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(a->md, host.data(), SIZE,
+                                     UCT_MD_MEM_ACCESS_ALL, &host_memh));
+
+    for (int g = 0; g < 2; ++g) {
+        /* rxe<g> is GPU<g>'s near NIC: a's for GPU0, b's for GPU1 */
+        uct_test_node_t *near_node = (g == 0) ? a : b;
+        uct_test_node_t *far_node  = (g == 0) ? b : a;
+        const char *near_dev       = (g == 0) ? dev_a() : dev_b();
+        const char *far_dev        = (g == 0) ? dev_b() : dev_a();
+
+        ASSERT_EQ(UCS_OK, uct_rc_gdr_cuda_ctx_activate(g, &ctx));
+        void *buf = gpu_alloc(SIZE);
+        ASSERT_EQ(UCS_OK, uct_rc_gdr_cuda_ctx_activate(0, &ctx));
+
+        m0 = uct_test_md_stats(near_node->md);
+        ASSERT_EQ(UCS_OK, region_reg(near_node, far_node, buf, SIZE,
+                                     &near_reg));
+        m1 = uct_test_md_stats(near_node->md);
+        UCT_TEST_EXPECT((m1.peermem_regs == m0.peermem_regs + 1) &&
+                        (m1.bounce_regs == m0.bounce_regs),
+                        "GPU%d on its near NIC %s: the NIC lane (peermem "
+                        "+%lu, bounce +%lu)", g, near_dev,
+                        (unsigned long)(m1.peermem_regs - m0.peermem_regs),
+                        (unsigned long)(m1.bounce_regs - m0.bounce_regs));
+
+        m0 = uct_test_md_stats(far_node->md);
+        ASSERT_EQ(UCS_OK, region_reg(far_node, near_node, buf, SIZE,
+                                     &far_reg));
+        m1 = uct_test_md_stats(far_node->md);
+        UCT_TEST_EXPECT((m1.bounce_regs == m0.bounce_regs + 1) &&
+                        (m1.peermem_regs == m0.peermem_regs),
+                        "GPU%d on its far NIC %s: the bounce lane (bounce "
+                        "+%lu, peermem +%lu)", g, far_dev,
+                        (unsigned long)(m1.bounce_regs - m0.bounce_regs),
+                        (unsigned long)(m1.peermem_regs - m0.peermem_regs));
+
+        /* a's put into the GPU through b's key: bounced where b is far */
+        gpu_region *via_b = (g == 0) ? far_reg : near_reg;
+        memset(host.data(), 0x40 + g, SIZE);
+        s0 = uct_test_iface_stats(a->iface);
+        ASSERT_EQ(UCS_OK, zcopy(true, host.data(), host_memh,
+                                (uintptr_t)buf, via_b->rkey.rkey, SIZE));
+        ASSERT_EQ(UCS_OK, uct_test_ep_flush(nodes, 2, a->ep));
+        s1 = uct_test_iface_stats(a->iface);
+        std::vector<char> back(SIZE);
+        uct_rc_gdr_cuda_memcpy_dtoh(back.data(), buf, SIZE);
+        printf("GPU%d: put by %s's key: %s, %lu bounce transfer(s), %s "
+               "(EMULATED GPU placed at its PCI function)\n", g, dev_b(),
+               (g == 0) ? "far" : "near",
+               (unsigned long)(s1.bounce_xfers - s0.bounce_xfers),
+               memcmp(back.data(), host.data(), SIZE) ? "DATA DIFFERS" :
+                                                        "byte-exact");
+        UCT_TEST_EXPECT(!memcmp(back.data(), host.data(), SIZE) &&
+                        ((s1.bounce_xfers - s0.bounce_xfers) ==
+                         ((g == 0) ? 1u : 0u)),
+                        "put into GPU%d by %s's key: byte-exact, %s (bounce "
+                        "transfers +%lu)", g, dev_b(),
+                        (g == 0) ? "bounced (far)" : "by the NIC (near)",
+                        (unsigned long)(s1.bounce_xfers - s0.bounce_xfers));
+        region_dereg(near_reg);
+        region_dereg(far_reg);
+    }
+    uct_md_mem_dereg(a->md, host_memh);
+}
+
 /* One direction on the GDR lane, the other bounced: the target's policy
  * travels in its rkey (NO_READ / NO_WRITE), and peers bounce accordingly,
  * the flush read still reaching GPUs that need it. (NIC_READS_GPU=no on a
