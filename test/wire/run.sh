@@ -254,10 +254,38 @@ inside_kill() {
     echo "wire: $ready of ${#logs[@]} clients ready after $t s; the host is killed"
     # the idle clients into their wait
     sleep 2
-    # the fault time: when the host has confirmed the kill (the request
-    # itself can wait on a loaded host)
+    # the kill's confirmation (the request itself can wait on a loaded
+    # host); retime_kill then takes an earlier bound
     rxevm-kill-host 2; now >"$OUT/kill_at"
     wait
+    retime_kill "${logs[@]}"
+}
+
+# retime_kill LOG...: the kill cells' error rows timed from the latest answer
+# any of these clients had from the host, where that is before the kill's
+# confirmation. The confirmation comes late on a loaded host (the guest
+# asks over 9p, the host kills, the guest sees the answer: 7 s after the
+# last answer in one run), so times from it are too short; the host was
+# alive at its last answer, so times from that are at least the real ones.
+retime_kill() {
+    local alive
+    alive=$(sed -n 's/^RESULT .* last_ok=\([0-9.]*\) .*/\1/p' "$@" | sort -g | tail -n1)
+    [ -n "$alive" ] && [ -s "$OUT/kill_at" ] || return 0
+    awk -F'\t' -v OFS='\t' -v alive="$alive" -v conf="$(cat "$OUT/kill_at")" -v out="$OUT" '
+        $2 ~ /^hostkilled/ && $4 == "error" && alive + 0 < conf + 0 {
+            ea = ""; f = out "/" $1 "." $2 ".wire"
+            while ((getline l < f) > 0)
+                if (l ~ /^RESULT error/) { sub(/.* error_at=/, "", l); sub(/ .*/, "", l); ea = l }
+            close(f)
+            if (ea != "") {
+                $5 = $5 sprintf(", %.1f s after the kill was confirmed", ea - conf)
+                $6 = sprintf("%.1f", ea - alive)
+            }
+        }
+        { print }' "$OUT/results.tsv" >"$OUT/results.tsv.new" &&
+        mv "$OUT/results.tsv.new" "$OUT/results.tsv"
+    echo "wire: kill cells timed from the host's last answer to any client," \
+         "$(awk -v a="$alive" -v c="$(cat "$OUT/kill_at")" 'BEGIN { printf "%.1f", c - a }') s before the kill was confirmed"
 }
 
 selected() {
@@ -331,7 +359,8 @@ print_table() {
 # is killed, every survivor reports an error (no hang) within the bound of
 # README "Failure detection": FAILURE_TIMEOUT (8 s: 7.5 s of retries) with
 # requests in flight, UCP's KEEPALIVE_INTERVAL (20 s) more with none, 2 s of
-# slack for the emulator; counted from the fault. No byte may differ
+# slack for the emulator; counted from the fault (for the kill: from the
+# host's last answer to any client, retime_kill). No byte may differ
 # anywhere. rc_gdr's cells decide; rc_verbs' are the reference, judged by
 # the same expectation without rc_gdr's bounds: PASS when they meet it,
 # SKIP (not a failure of the tier) when they do not.
