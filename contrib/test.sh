@@ -405,8 +405,9 @@ fi
 
 # Tier 8 after tier 5's releases, before their own UCT suites (the longest
 # steps, the first the time budget trims): the self-test of its verdict,
-# then the two-guest run (WIRE_S: its length on this 2-core host, loaded)
-WIRE_S=900
+# then the two-guest run (WIRE_S: its length on this 2-core host, loaded:
+# 265-283 s on 2026-12-05, at load 7-11, with a margin)
+WIRE_S=420
 if [ "${RC_GDR_WIRE:-1}" = 1 ]; then
     echo "== tier 8: the wire: its verdict's self-test (test/wire/verdict_test.sh)"
     test/wire/verdict_test.sh 2>&1 | tee "$OUT/wire-verdict"
