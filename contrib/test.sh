@@ -27,6 +27,14 @@
 #      where the package's environment alone makes ucx_info, ucx_perftest
 #      and Open MPI use rc_gdr, then removed without a trace
 #      (RC_GDR_INSTALL=0 leaves it out)
+#   8  the wire (test/wire/run.sh --ci): rc_gdr beside rc_verbs between two
+#      soft-RoCE guests whose link loses 1%, is cut for 2 s, and whose peer
+#      host is killed; every byte compared, a lost peer reported within
+#      README's bounds; rc_gdr's cells decide, rc_verbs' that do not hold
+#      are skipped (the reference). First its verdict's self-test, no guest
+#      (test/wire/verdict_test.sh). It runs after tier 5's releases,
+#      before their own UCT suites, if the time budget allows
+#      (RC_GDR_WIRE=0 leaves it out)
 # and ends with one line "N passed, N failed, N skipped" totalled over the
 # tiers run.
 #
@@ -34,6 +42,7 @@
 #   RC_GDR_TNIC=0                            leaves tier 6 out
 #   RC_GDR_CONFORMANCE=0                     leaves tier 4 out
 #   RC_GDR_INSTALL=0                         leaves tier 7 out
+#   RC_GDR_WIRE=0                            leaves tier 8 out
 #   RC_GDR_RELEASES="1.22.0 1.16.0 1.19.1 1.18.1 1.20.1"  the releases tier
 #                   5 runs (this is the default; "none" for none). Their
 #                   sources come from shared/deps beside the repository
@@ -400,6 +409,27 @@ fi
 if [[ " $RELEASES " == *" 1.22.0 "* ]]; then
     tier5_release --cuda 1.22.0 \
         '^(ucx_info_lists_rc_gdr|memtypes\.cuda|gpu_emulated_info|(gpu|gpu_emulated|gpu_lanes)\.|bounce\.[a-z_]+/dmabuf_refused)' 300
+fi
+
+# Tier 8 after tier 5's releases, before their own UCT suites (the longest
+# steps, the first the time budget trims): the self-test of its verdict,
+# then the two-guest run (WIRE_S: its length on this 2-core host, loaded:
+# 265-283 s on 2026-12-05, at load 7-11, with a margin)
+WIRE_S=420
+if [ "${RC_GDR_WIRE:-1}" = 1 ]; then
+    echo "== tier 8: the wire: its verdict's self-test (test/wire/verdict_test.sh)"
+    test/wire/verdict_test.sh 2>&1 | tee "$OUT/wire-verdict"
+    tally_plain "$OUT/wire-verdict"
+    if [ "$RUN_VM" = 1 ] &&
+       ! over_budget "tier 8: the wire (two soft-RoCE guests)" "$WIRE_S"; then
+        echo "== tier 8: the wire: rc_gdr beside rc_verbs between two" \
+             "soft-RoCE guests, loss, a 2 s cut, a host killed" \
+             "(test/wire/run.sh --ci; EMULATED)"
+        t0=$(date +%s)
+        test/wire/run.sh --ci --out "$OUT/wire" 2>&1 | tee "$OUT/wire.out"
+        tally_plain "$OUT/wire.out"
+        echo "== tier 8: the wire took $(( $(date +%s) - t0 )) s"
+    fi
 fi
 
 # Last, as they are long: the releases' own UCT suites, 1.22.0's first, then

@@ -11,9 +11,12 @@
 # Usage (on the build host, after contrib/build.sh):
 #   test/wire/run.sh [--ci] [--out DIR] [--only REGEX]
 #     --ci     the CI subset: no fault, loss 1%, link down 2 s, host killed
-#     --out    where the raw logs and results.tsv go (default
+#              (contrib/test.sh's wire tier)
+#     --out    where the raw logs, cells.tsv and results.tsv go (default
 #              doc/results/wire-<date>)
 #     --only   the cells whose "transport/fault" matches REGEX
+#   test/wire/run.sh --verdict DIR
+#              judges a finished run's DIR again (test/wire/verdict_test.sh)
 #
 # Each cell: wire_check (test/wire/wire_check.c: UCP put/flush/get and
 # tagged send/echo, every byte compared, sizes 8 B .. 256 KiB) between the
@@ -21,8 +24,12 @@
 # am; completed or not, no data check: that is wire_check's job). One row
 # per cell: completed, byte-exact, time, or the error and the time it took
 # to be reported after the fault (a hang when nothing was reported within
-# the watch time). Exit status: non-zero when a cell that must complete
-# did not, or any byte differed, or a fault that must be reported was not.
+# the watch time). Then the verdict (see verdict() for what must hold): one
+# line per cell, "PASS|FAIL|SKIP wire.<transport>.<fault>.<check>: ...",
+# and "N passed, N failed, N skipped". rc_gdr's cells decide; rc_verbs'
+# are the reference: a cell of it that does not hold is a SKIP, not a
+# failure. Exit status: non-zero when an rc_gdr cell did not hold (a cell
+# that never ran included).
 #
 # Inside the guests the same script runs with --inside (rxevm1; rxevm2 via
 # rxevm-remote).
@@ -215,15 +222,20 @@ inside_link() {
 # The survivor of a host whose qemu is killed: per transport one client
 # that keeps writes in flight (busy: put + flush) and one that waits for a
 # message with nothing in flight (idle), all at once (servers on rxevm2);
-# rxevm2 is killed 12 s in.
+# rxevm2 is killed once every client has said READY (its first iteration
+# done: wired up, every lane connected), or 120 s in. A client still in
+# UCP's wire-up when its peer dies is found by the wire-up transport's
+# timeout (ud_verbs, about 30 s), not by the transport under test: the kill
+# came 12 s in before, and one client on the loaded host was still there.
 inside_kill() {
-    local tl m
+    local tl m logs=() t ready=0
     echo "wire: --- fault hostkilled: rxevm2's qemu killed with SIGKILL (emulated host loss) ---"
     for tl in $TRANSPORTS; do
         for m in busy idle; do
             selected "$tl/hostkilled-$m" || continue
             WATCH=150 FAULT_AT=$OUT/kill_at MODE=$([ $m = busy ] && echo put || echo idle) \
                 wire_cell "$tl" "hostkilled-$m" "-t 200" &
+            logs+=("$OUT/$tl.hostkilled-$m.wire")
             PORT=$((PORT + 1))  # the cell counts in its own subshell
             sleep 0.5
         done
@@ -232,12 +244,48 @@ inside_kill() {
     if selected "rc_gdr/hostkilled-idle-ka4s"; then
         UCX_KEEPALIVE_INTERVAL=4s WATCH=150 FAULT_AT=$OUT/kill_at MODE=idle \
             wire_cell rc_gdr hostkilled-idle-ka4s "-t 200" &
+        logs+=("$OUT/rc_gdr.hostkilled-idle-ka4s.wire")
     fi
-    # the fault time: when the host has confirmed the kill (the request
-    # itself can wait on a loaded host)
-    # (12 s: every client past its set-up on a loaded host)
-    sleep 12; rxevm-kill-host 2; now >"$OUT/kill_at"
+    for ((t = 0; t < 120; t++)); do
+        sleep 1
+        ready=$(cat "${logs[@]}" 2>/dev/null | grep -c '^READY')
+        [ "$ready" -lt ${#logs[@]} ] || break
+    done
+    echo "wire: $ready of ${#logs[@]} clients ready after $t s; the host is killed"
+    # the idle clients into their wait
+    sleep 2
+    # the kill's confirmation (the request itself can wait on a loaded
+    # host); retime_kill then takes an earlier bound
+    rxevm-kill-host 2; now >"$OUT/kill_at"
     wait
+    retime_kill "${logs[@]}"
+}
+
+# retime_kill LOG...: the kill cells' error rows timed from the latest answer
+# any of these clients had from the host, where that is before the kill's
+# confirmation. The confirmation comes late on a loaded host (the guest
+# asks over 9p, the host kills, the guest sees the answer: 7 s after the
+# last answer in one run), so times from it are too short; the host was
+# alive at its last answer, so times from that are at least the real ones.
+retime_kill() {
+    local alive
+    alive=$(sed -n 's/^RESULT .* last_ok=\([0-9.]*\) .*/\1/p' "$@" | sort -g | tail -n1)
+    [ -n "$alive" ] && [ -s "$OUT/kill_at" ] || return 0
+    awk -F'\t' -v OFS='\t' -v alive="$alive" -v conf="$(cat "$OUT/kill_at")" -v out="$OUT" '
+        $2 ~ /^hostkilled/ && $4 == "error" && alive + 0 < conf + 0 {
+            ea = ""; f = out "/" $1 "." $2 ".wire"
+            while ((getline l < f) > 0)
+                if (l ~ /^RESULT error/) { sub(/.* error_at=/, "", l); sub(/ .*/, "", l); ea = l }
+            close(f)
+            if (ea != "") {
+                $5 = $5 sprintf(", %.1f s after the kill was confirmed", ea - conf)
+                $6 = sprintf("%.1f", ea - alive)
+            }
+        }
+        { print }' "$OUT/results.tsv" >"$OUT/results.tsv.new" &&
+        mv "$OUT/results.tsv.new" "$OUT/results.tsv"
+    echo "wire: kill cells timed from the host's last answer to any client," \
+         "$(awk -v a="$alive" -v c="$(cat "$OUT/kill_at")" 'BEGIN { printf "%.1f", c - a }') s before the kill was confirmed"
 }
 
 selected() {
@@ -257,6 +305,44 @@ inside_main() {
 
 # ----------------------------------------------------------------- host side
 
+# expected_cells BOOT CI ARGS...: the cells the boot BOOT (netem FAULTS...,
+# link SECONDS..., kill) is to report, "transport<TAB>fault<TAB>check", in
+# the order the guests run them, --only applied: the verdict wants a row for
+# each, so a cell its guest never reached counts too
+expected_cells() {
+    local boot=$1 ci=$2 f tl c s m; shift 2
+    case $boot in
+    netem)
+        for f in "$@"; do
+            for tl in $TRANSPORTS; do
+                selected "$tl/$f" || continue
+                printf '%s\t%s\twire_check\n' "$tl" "$f"
+                [ "$ci" = 1 ] && continue
+                for c in uct_put uct_get uct_am; do
+                    printf '%s\t%s\t%s\n' "$tl" "$f" "$c"
+                done
+            done
+        done ;;
+    link)
+        for s in "$@"; do
+            for tl in $TRANSPORTS; do
+                selected "$tl/linkdown${s}s" || continue
+                printf '%s\tlinkdown%ss\twire_check\n' "$tl" "$s"
+            done
+        done ;;
+    kill)
+        for tl in $TRANSPORTS; do
+            for m in busy idle; do
+                selected "$tl/hostkilled-$m" || continue
+                printf '%s\thostkilled-%s\twire_check\n' "$tl" "$m"
+            done
+        done
+        if selected "rc_gdr/hostkilled-idle-ka4s"; then
+            printf 'rc_gdr\thostkilled-idle-ka4s\twire_check\n'
+        fi ;;
+    esac
+}
+
 print_table() {
     local tsv=$1
     echo
@@ -264,17 +350,98 @@ print_table() {
     awk -F'\t' '{ printf "| %-8s | %-10s | %-10s | %-9s | %-60s | %6s |\n", $1, $2, $3, $4, $5, $6 }' "$tsv"
 }
 
+# verdict DIR: one check line per cell of DIR/cells.tsv against its row in
+# DIR/results.tsv, then "N passed, N failed, N skipped"; non-zero when an
+# rc_gdr cell did not hold.
+# What must hold (issue 31): under loss, reordering, duplication, corruption
+# and delay, and across a cut shorter than rc_gdr's retry budget, every
+# transfer completes byte-exact; across a longer cut and when the peer host
+# is killed, every survivor reports an error (no hang) within the bound of
+# README "Failure detection": FAILURE_TIMEOUT (8 s: 7.5 s of retries) with
+# requests in flight, UCP's KEEPALIVE_INTERVAL (20 s) more with none, 2 s of
+# slack for the emulator; counted from the fault (for the kill: from the
+# host's last answer to any client, retime_kill). No byte may differ
+# anywhere. rc_gdr's cells decide; rc_verbs' are the reference, judged by
+# the same expectation without rc_gdr's bounds: PASS when they meet it,
+# SKIP (not a failure of the tier) when they do not.
+verdict() {
+    local dir=$1
+    echo "wire: the verdict: rc_gdr's cells decide; rc_verbs' cells are the" \
+         "reference (PASS when they meet the expectation, SKIP, not counted" \
+         "as a failure, when they do not)"
+    awk -F'\t' '
+    BEGIN {
+        bound["hostkilled-busy"] = 10; bound["hostkilled-idle"] = 30
+        bound["hostkilled-idle-ka4s"] = 14; bound["linkdown60s"] = 30
+        retry_budget = 7.5  # FAILURE_TIMEOUT 8 s: 7 tries of 1.07 s
+    }
+    FNR == NR { st[$1 FS $2 FS $3] = $4; det[$1 FS $2 FS $3] = $5
+                secs[$1 FS $2 FS $3] = $6; next }
+    {
+        tl = $1; f = $2; k = $0
+        name = "wire." tl "." f "." $3
+        ref = tl == "rc_gdr" ? "" : " (reference)"
+        cut = f ~ /^linkdown[0-9]+s$/ ? substr(f, 9) + 0 : -1
+        if (f ~ /^hostkilled/ || cut >= retry_budget) {
+            expect = "error"
+            b = tl == "rc_gdr" && (f in bound) ? bound[f] : ""
+            want = "an error, no hang" (b != "" ? ", within " b " s of the fault" : "")
+        } else {
+            expect = "completed"
+            want = $3 == "wire_check" ? "completes byte-exact" : "completes"
+        }
+        skip_why = ""
+        if (!(k in st)) {
+            held = 0
+            got = "no result: the guest run ended before this cell (its boot'"'"'s .out.txt says why)"
+        } else {
+            got = st[k] ": " det[k] (secs[k] == "-" ? "" : " (" secs[k] " s)")
+            if (st[k] == "BAD-BYTES")
+                held = 0
+            else if (expect == "completed")
+                held = st[k] == "completed"
+            else
+                held = st[k] == "error" && (b == "" || secs[k] + 0 <= b)
+            # a cut meant to be shorter than the retry budget that the
+            # loaded host kept longer did not test its case
+            if (!held && st[k] == "error" && cut >= 0 && cut < retry_budget &&
+                match(det[k], /cable out [0-9.]+ s/) &&
+                substr(det[k], RSTART + 10, RLENGTH - 12) + 0 >= retry_budget)
+                skip_why = "the cable was out " substr(det[k], RSTART + 10, RLENGTH - 12) \
+                    " s, not under the " retry_budget " s retry budget: the case was not tested"
+        }
+        if (held) {
+            printf "PASS %s%s: %s\n", name, ref, got; p++
+        } else if (skip_why != "") {
+            printf "SKIP %s%s: %s; %s\n", name, ref, skip_why, got; s++
+        } else if (ref != "") {
+            printf "SKIP %s%s: not counted, the reference did not hold: expected %s; got %s\n", name, ref, want, got; s++
+        } else {
+            printf "FAIL %s: expected %s; got %s\n", name, want, got; n++
+        }
+    }
+    END {
+        printf "%d passed, %d failed, %d skipped\n", p, n, s
+        exit n > 0
+    }' "$dir/results.tsv" "$dir/cells.tsv"
+}
+
 host_main() {
-    local out="" ci=0 only="" rc=0 t0 t1 fails
+    local out="" ci=0 only="" rc=0 t0 t1 judge=""
     while [ $# -gt 0 ]; do
         case $1 in
-        --ci)   ci=1 ;;
-        --out)  out=$2; shift ;;
-        --only) only=$2; shift ;;
-        *) echo "usage: test/wire/run.sh [--ci] [--out DIR] [--only REGEX]" >&2; exit 2 ;;
+        --ci)      ci=1 ;;
+        --out)     out=$2; shift ;;
+        --only)    only=$2; shift ;;
+        --verdict) judge=$2; shift ;;
+        *) echo "usage: test/wire/run.sh [--ci] [--out DIR] [--only REGEX] | --verdict DIR" >&2; exit 2 ;;
         esac
         shift
     done
+    if [ -n "$judge" ]; then
+        verdict "$judge"
+        return
+    fi
     out=${out:-doc/results/wire-$(date +%Y%m%d-%H%M)}
     mkdir -p "$out"; out=$(realpath "$out")
     : >"$out/results.tsv"
@@ -282,43 +449,31 @@ host_main() {
     t0=$(date +%s)
     local netem=$NETEM_FAULTS links="2 60"
     if [ "$ci" = 1 ]; then netem=$CI_NETEM_FAULTS links=2; fi
-    # one boot for the netem and link faults, one for the host kill
     # shellcheck disable=SC2086
+    {
+        expected_cells netem "$ci" $netem
+        expected_cells link "$ci" $links
+        expected_cells kill "$ci"
+    } >"$out/cells.tsv"
+    # one boot for the netem faults, one for the cuts, one for the host
+    # kill; a boot none of whose cells is selected is left out
+    # shellcheck disable=SC2086
+    [ -z "$(expected_cells netem "$ci" $netem)" ] ||
     nice contrib/rxe-vm.sh --hosts 2 --rw "$out" --timeout 3000 -- \
         test/wire/run.sh --inside netem $netem 2>&1 | tee "$out/netem.out.txt"
     # shellcheck disable=SC2086
+    [ -z "$(expected_cells link "$ci" $links)" ] ||
     nice contrib/rxe-vm.sh --hosts 2 --rw "$out" --timeout 900 -- \
         test/wire/run.sh --inside link $links 2>&1 | tee "$out/link.out.txt"
+    [ -z "$(expected_cells kill "$ci")" ] ||
     nice contrib/rxe-vm.sh --hosts 2 --rw "$out" --timeout 600 -- \
         test/wire/run.sh --inside kill 2>&1 | tee "$out/kill.out.txt"
     t1=$(date +%s)
     print_table "$out/results.tsv" | tee "$out/table.txt"
     echo "wall time: $((t1 - t0)) s" | tee -a "$out/table.txt"
-    # What must hold: no byte differs anywhere; for rc_gdr (rc_verbs is the
-    # reference, reported as it behaves) every netem cell and the 2 s outage
-    # complete byte-exact, the 60 s outage and the host kill are reported
-    # (an error, not a hang) within the bounds below.
-    fails=$(awk -F'\t' '
-        $4 == "BAD-BYTES" || $4 == "FAILED" { print; next }
-        $1 != "rc_gdr" || $3 != "wire_check" { next }
-        $2 !~ /^(linkdown60s|hostkilled)/ && $4 != "completed" { print; next }
-        $2 ~ /^(linkdown60s|hostkilled)/ && $4 != "error" { print }
-    ' "$out/results.tsv")
-    # rc_gdr's bounds (README, "Failure detection"): FAILURE_TIMEOUT (8 s)
-    # with requests in flight, UCP's KEEPALIVE_INTERVAL (20 s) more with
-    # none; 2 s of slack for the emulator
-    fails=$(printf '%s\n' "$fails"; awk -F'\t' '
-        BEGIN { b["hostkilled-busy"] = 10; b["hostkilled-idle"] = 30
-                b["hostkilled-idle-ka4s"] = 14; b["linkdown60s"] = 30 }
-        $1 == "rc_gdr" && $3 == "wire_check" && ($2 in b) &&
-        ($4 != "error" || $6 + 0 > b[$2]) { print $0 "\t(bound " b[$2] " s)" }
-    ' "$out/results.tsv")
-    fails=$(sed '/^$/d' <<<"$fails")
-    if [ -n "$fails" ]; then
-        echo "wire: cells that did not hold:"; echo "$fails" | sed 's/^/    /'
-        rc=1
-    fi
-    return $rc
+    verdict "$out" | tee -a "$out/table.txt"
+    rc=${PIPESTATUS[0]}
+    return "$rc"
 }
 
 if [ "${1:-}" = --inside ]; then

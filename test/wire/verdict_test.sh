@@ -1,0 +1,106 @@
+#!/bin/bash
+#
+# The wire tier's verdict can fail: test/wire/run.sh --verdict judges
+# made-up runs of the CI subset (cells.tsv, results.tsv; no guest), one
+# fault each, and each must come out as it should: a hang, a cell that never
+# ran, bytes that differed, an error past its bound, a kill that was never
+# noticed each fail the run; rc_verbs' reference cells that do not hold are
+# skipped, not failed. Prints "PASS name" / "FAIL name: why" per case and
+# "N passed, N failed, N skipped".
+#
+set -uo pipefail
+
+cd "$(dirname "$0")/../.." || exit 2
+TMP=$(mktemp -d /tmp/rc_gdr_wire_verdict.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+PASSED=0
+FAILED=0
+
+# The CI subset's cells, every one as it should be
+cells() {
+    printf '%s\t%s\twire_check\n' \
+        rc_gdr none rc_verbs none rc_gdr loss1 rc_verbs loss1 \
+        rc_gdr linkdown2s rc_verbs linkdown2s \
+        rc_gdr hostkilled-busy rc_gdr hostkilled-idle \
+        rc_verbs hostkilled-busy rc_verbs hostkilled-idle \
+        rc_gdr hostkilled-idle-ka4s
+}
+good_rows() {
+    local ok='byte-exact iters=24 bytes=4266768' tl
+    for tl in rc_gdr rc_verbs; do
+        printf '%s\tnone\twire_check\tcompleted\t%s\t4.1\n' "$tl" "$ok"
+        printf '%s\tloss1\twire_check\tcompleted\t%s\t12.8\n' "$tl" "$ok"
+        printf '%s\tlinkdown2s\twire_check\tcompleted\t%s, cable out 2.1 s\t27.0\n' \
+            "$tl" "byte-exact iters=443 bytes=88963920"
+    done
+    printf 'rc_gdr\thostkilled-busy\twire_check\terror\tEndpoint timeout (put) after the fault\t5.3\n'
+    printf 'rc_gdr\thostkilled-idle\twire_check\terror\tEndpoint timeout (idle_recv) after the fault\t15.8\n'
+    printf 'rc_verbs\thostkilled-busy\twire_check\terror\tEndpoint timeout (put) after the fault\t45.0\n'
+    printf 'rc_verbs\thostkilled-idle\twire_check\terror\tEndpoint timeout (idle_recv) after the fault\t50.2\n'
+    printf 'rc_gdr\thostkilled-idle-ka4s\twire_check\terror\tEndpoint timeout (idle_recv) after the fault\t6.9\n'
+}
+
+# check NAME RC "COUNTS" LINE_REGEX SED_SCRIPT: the good run changed by
+# SED_SCRIPT must end with exit status RC, the line "COUNTS" and a line
+# matching LINE_REGEX
+check() {
+    local name=$1 want_rc=$2 counts=$3 line=$4 edit=$5 d rc
+    d=$TMP/$name
+    mkdir -p "$d"
+    cells >"$d/cells.tsv"
+    good_rows | sed -E "$edit" >"$d/results.tsv"
+    test/wire/run.sh --verdict "$d" >"$d/out" 2>&1
+    rc=$?
+    if [ "$rc" != "$want_rc" ]; then
+        echo "FAIL verdict.$name: exit status $rc, expected $want_rc"
+    elif [ "$(tail -n1 "$d/out")" != "$counts" ]; then
+        echo "FAIL verdict.$name: '$(tail -n1 "$d/out")', expected '$counts'"
+    elif ! grep -qE "$line" "$d/out"; then
+        echo "FAIL verdict.$name: no line matching '$line'"
+    else
+        echo "PASS verdict.$name"
+        PASSED=$((PASSED + 1))
+        return
+    fi
+    sed 's/^/    /' "$d/out"
+    FAILED=$((FAILED + 1))
+}
+
+check all_hold 0 "11 passed, 0 failed, 0 skipped" \
+    '^PASS wire\.rc_gdr\.linkdown2s\.wire_check: completed' ''
+check hang_fails 1 "10 passed, 1 failed, 0 skipped" \
+    '^FAIL wire\.rc_gdr\.linkdown2s\.wire_check: expected completes byte-exact; got HANG' \
+    's/^(rc_gdr\tlinkdown2s\twire_check)\t.*/\1\tHANG\tnothing reported within the 102 s watch\t>111/'
+check error_under_loss_fails 1 "10 passed, 1 failed, 0 skipped" \
+    '^FAIL wire\.rc_gdr\.loss1\.wire_check: expected completes byte-exact; got error' \
+    's/^(rc_gdr\tloss1\twire_check)\t.*/\1\terror\tEndpoint timeout (get) after the fault\t9.0/'
+check missing_cell_fails 1 "10 passed, 1 failed, 0 skipped" \
+    '^FAIL wire\.rc_gdr\.hostkilled-idle-ka4s\.wire_check: .*got no result' \
+    '/^rc_gdr\thostkilled-idle-ka4s/d'
+check bad_bytes_fail 1 "10 passed, 1 failed, 0 skipped" \
+    '^FAIL wire\.rc_gdr\.none\.wire_check: .*got BAD-BYTES' \
+    's/^(rc_gdr\tnone\twire_check)\t.*/\1\tBAD-BYTES\tRESULT bad iters=3 bytes=9 bad=8\t-/'
+check kill_past_bound_fails 1 "10 passed, 1 failed, 0 skipped" \
+    '^FAIL wire\.rc_gdr\.hostkilled-busy\.wire_check: expected an error, no hang, within 10 s' \
+    's/^(rc_gdr\thostkilled-busy\twire_check\terror\t[^\t]*)\t.*/\1\t10.4/'
+check kill_unnoticed_fails 1 "10 passed, 1 failed, 0 skipped" \
+    '^FAIL wire\.rc_gdr\.hostkilled-idle\.wire_check: .*got completed' \
+    's/^(rc_gdr\thostkilled-idle\twire_check)\t.*/\1\tcompleted\tbyte-exact iters=1 bytes=8\t200.0/'
+check crash_fails 1 "10 passed, 1 failed, 0 skipped" \
+    '^FAIL wire\.rc_gdr\.hostkilled-idle\.wire_check: .*got FAILED' \
+    's/^(rc_gdr\thostkilled-idle\twire_check)\t.*/\1\tFAILED\trc 134, no result line\t-/'
+check reference_not_held_skipped 0 "10 passed, 0 failed, 1 skipped" \
+    '^SKIP wire\.rc_verbs\.hostkilled-idle\.wire_check \(reference\): not counted' \
+    's/^(rc_verbs\thostkilled-idle\twire_check)\t.*/\1\tFAILED\trc 134, no result line\t-/'
+check reference_bad_bytes_skipped 0 "10 passed, 0 failed, 1 skipped" \
+    '^SKIP wire\.rc_verbs\.loss1\.wire_check \(reference\): .*got BAD-BYTES' \
+    's/^(rc_verbs\tloss1\twire_check)\t.*/\1\tBAD-BYTES\tRESULT bad iters=3 bytes=9 bad=8\t-/'
+check long_cut_skipped 0 "10 passed, 0 failed, 1 skipped" \
+    '^SKIP wire\.rc_gdr\.linkdown2s\.wire_check: the cable was out 8\.1 s' \
+    's/^(rc_gdr\tlinkdown2s\twire_check)\t.*/\1\terror\tEndpoint timeout (get) after the fault, cable out 8.1 s, last answer 7.7 s before\t9.9/'
+check short_cut_error_fails 1 "10 passed, 1 failed, 0 skipped" \
+    '^FAIL wire\.rc_gdr\.linkdown2s\.wire_check: expected completes byte-exact; got error' \
+    's/^(rc_gdr\tlinkdown2s\twire_check)\t.*/\1\terror\tEndpoint timeout (get) after the fault, cable out 2.1 s, last answer 2.6 s before\t3.1/'
+
+echo "$PASSED passed, $FAILED failed, 0 skipped"
+[ "$FAILED" = 0 ]
