@@ -114,10 +114,27 @@ lane_per_nic_one_process() {
     grep -q '^\[  PASSED  \] 1 test' /tmp/pcie_pairs_lanes.out
 }
 
+# UCP's bytes per NIC, from rc_gdr's counters of the interfaces UCP opened
+# (gpu_emulated.placed_gpus_ucp_bytes_per_nic): tag, put and get per GPU.
+# 1.13: protocols v2 for the per-buffer ranking, the md's memory query
+# (UCX_MEMTYPE_CACHE=n), rendezvous only (no cuda_copy to unpack eager data)
+ucp_bytes_per_nic() {
+    ( . contrib/env.sh --emulated-gpu "$B" > /dev/null &&
+      RC_GDR_DEV_A=rxe0:1 RC_GDR_DEV_B=rxe1:1 UCX_PROTO_ENABLE=y \
+      UCX_MEMTYPE_CACHE=n UCX_RNDV_THRESH=0 timeout 300 \
+        "$B/test/gtest/uct/gtest_rc_gdr_uct" --gtest_color=no \
+        --gtest_filter=gpu_emulated.placed_gpus_ucp_bytes_per_nic ) \
+        > /tmp/pcie_pairs_ucp.out 2>&1
+    grep -E '^GPU[01] |^\[  (PASSED|FAILED|SKIPPED)|Failure|bytes' \
+        /tmp/pcie_pairs_ucp.out | head -20
+    grep -q '^\[  PASSED  \] 1 test' /tmp/pcie_pairs_ucp.out
+}
+
 check pcie_pairs_on_two_numa_nodes two_nodes
 check pcie_pairs_rc_gdr_system_devices devices_known
 check pcie_pairs_matrix_nearest_nic matrix_nearest
 check pcie_pairs_lane_per_nic_one_process lane_per_nic_one_process
+check pcie_pairs_ucp_bytes_per_nic ucp_bytes_per_nic
 check pcie_pairs_ucp_rendezvous_favours_each_gpus_nic ucp_lane_per_gpu
 echo "$PASSED passed, $FAILED failed, 0 skipped"
 [ "$FAILED" = 0 ]

@@ -296,13 +296,16 @@ uct_rc_gdr_ep_rdma_zcopy(uct_rc_gdr_ep_t *ep, enum ibv_wr_opcode opcode,
         if (uct_rc_gdr_ep_behind_pending(ep)) {
             return UCS_ERR_NO_RESOURCE;
         }
-        return uct_rc_gdr_bounce_zcopy(ep, is_write,
-                                       ((lane == UCT_RC_GDR_EP_LANE_BOUNCE) ?
-                                        UCT_RC_GDR_BOUNCE_REMOTE_KEYLESS : 0) |
-                                       (staged ?
-                                        UCT_RC_GDR_BOUNCE_LOCAL_STAGED : 0),
-                                       iov, iovcnt, remote_addr, &remote_key,
-                                       comp);
+        status = uct_rc_gdr_bounce_zcopy(
+                ep, is_write,
+                ((lane == UCT_RC_GDR_EP_LANE_BOUNCE) ?
+                 UCT_RC_GDR_BOUNCE_REMOTE_KEYLESS : 0) |
+                (staged ? UCT_RC_GDR_BOUNCE_LOCAL_STAGED : 0),
+                iov, iovcnt, remote_addr, &remote_key, comp);
+        if (!UCS_STATUS_IS_ERR(status)) {
+            uct_rc_gdr_ep_iface(ep)->stats.rma_zcopy_bytes += length;
+        }
+        return status;
     }
 
     status = uct_rc_gdr_ep_start_op(ep, 0, UCT_RC_GDR_OP_SEND, 0, &op);
@@ -318,6 +321,7 @@ uct_rc_gdr_ep_rdma_zcopy(uct_rc_gdr_ep_t *ep, enum ibv_wr_opcode opcode,
         return status;
     }
 
+    uct_rc_gdr_ep_iface(ep)->stats.rma_zcopy_bytes += length;
     if (is_write) {
         uct_rc_gdr_ep_flush_note_write(ep, &remote_key, remote_addr, length);
     }

@@ -22,6 +22,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 
@@ -334,6 +335,62 @@ static int uct_rc_gdr_iface_is_reachable(const uct_iface_h tl_iface,
 
 
 /* Exported for tests: see rc_gdr_iface.h */
+/* Every live interface of the process, for uct_rc_gdr_dev_stats_query */
+static UCS_LIST_HEAD(uct_rc_gdr_iface_all);
+static pthread_mutex_t uct_rc_gdr_iface_all_lock = PTHREAD_MUTEX_INITIALIZER;
+
+
+static int uct_rc_gdr_iface_stats_size_check(const uct_rc_gdr_iface_stats_t
+                                             *stats)
+{
+    if (stats->size < 2 * sizeof(uint64_t)) {
+        ucs_error("rc_gdr: stats query with size %" PRIu64 ", at least %zu",
+                  stats->size, 2 * sizeof(uint64_t));
+        return 0;
+    }
+    return 1;
+}
+
+
+ucs_status_t uct_rc_gdr_dev_stats_query(const char *dev_name,
+                                        uct_rc_gdr_iface_stats_t *stats)
+{
+    char name[UCT_DEVICE_NAME_MAX + 16];
+    uct_rc_gdr_iface_t *iface;
+    const uint64_t *from;
+    uint64_t *sum;
+    size_t size, i;
+    int found;
+
+    if ((dev_name == NULL) || (stats == NULL) ||
+        !uct_rc_gdr_iface_stats_size_check(stats)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    size = ucs_min(stats->size, sizeof(*stats));
+    sum  = (uint64_t*)stats;
+    memset(stats, 0, size);
+    found = 0;
+    pthread_mutex_lock(&uct_rc_gdr_iface_all_lock);
+    ucs_list_for_each(iface, &uct_rc_gdr_iface_all, all_list) {
+        snprintf(name, sizeof(name), "%s:%u",
+                 ucs_derived_of(iface->super.md, uct_rc_gdr_md_t)->name,
+                 iface->port_num);
+        if (strcmp(name, dev_name)) {
+            continue;
+        }
+        from = (const uint64_t*)&iface->stats;
+        for (i = 1; i < size / sizeof(uint64_t); ++i) { /* after size */
+            sum[i] += from[i];
+        }
+        found = 1;
+    }
+    pthread_mutex_unlock(&uct_rc_gdr_iface_all_lock);
+    stats->size = size;
+    return found ? UCS_OK : UCS_ERR_NO_ELEM;
+}
+
+
 ucs_status_t uct_rc_gdr_iface_stats_query(uct_iface_h tl_iface,
                                           uct_rc_gdr_iface_stats_t *stats)
 {
@@ -346,9 +403,7 @@ ucs_status_t uct_rc_gdr_iface_stats_query(uct_iface_h tl_iface,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    if (stats->size < 2 * sizeof(uint64_t)) {
-        ucs_error("rc_gdr: stats query with size %" PRIu64 ", at least %zu",
-                  stats->size, 2 * sizeof(uint64_t));
+    if (!uct_rc_gdr_iface_stats_size_check(stats)) {
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -1130,6 +1185,9 @@ static UCS_CLASS_INIT_FUNC(uct_rc_gdr_iface_t, uct_md_h tl_md,
               "fc window %u, %u receives", self, params->mode.device.dev_name,
               self->config.timeout_exp, self->config.retry_count + 1,
               self->config.fc_wnd_size, self->rx_posted);
+    pthread_mutex_lock(&uct_rc_gdr_iface_all_lock);
+    ucs_list_add_tail(&uct_rc_gdr_iface_all, &self->all_list);
+    pthread_mutex_unlock(&uct_rc_gdr_iface_all_lock);
     return UCS_OK;
 
 err_cleanup_op_mp:
@@ -1156,6 +1214,9 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_gdr_iface_t)
 {
     uct_rc_gdr_ep_t *ep, *tmp;
 
+    pthread_mutex_lock(&uct_rc_gdr_iface_all_lock);
+    ucs_list_del(&self->all_list);
+    pthread_mutex_unlock(&uct_rc_gdr_iface_all_lock);
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     ucs_info("rc_gdr: %s:%u closed: %" PRIu64 " work requests posted, %"

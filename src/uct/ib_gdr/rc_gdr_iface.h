@@ -138,6 +138,11 @@ typedef struct uct_rc_gdr_iface_stats {
                                                   messages copied into the
                                                   send buffer: the NIC may
                                                   not read them */
+    uint64_t                  rma_zcopy_bytes; /* bytes of put/get zcopy
+                                                  started here, either
+                                                  lane: what UCP's
+                                                  rendezvous and large RMA
+                                                  put on this device */
 } uct_rc_gdr_iface_stats_t;
 
 
@@ -159,6 +164,8 @@ struct uct_rc_gdr_iface {
     khash_t(uct_rc_gdr_qpn)   eps_by_qpn;
     ucs_list_link_t           eps;        /* every live endpoint */
     ucs_list_link_t           zombies;    /* destroyed, completions due */
+    ucs_list_link_t           all_list;   /* in the process's list of live
+                                             interfaces (rc_gdr_iface.c) */
     ucs_list_link_t           busy_eps;   /* pending requests or credits
                                              owed: progress visits these
                                              only, not every endpoint */
@@ -237,6 +244,18 @@ uct_rc_gdr_iface_query_devices(uct_md_h md,
  */
 ucs_status_t uct_rc_gdr_iface_stats_query(uct_iface_h tl_iface,
                                           uct_rc_gdr_iface_stats_t *stats);
+
+/**
+ * The counters of every live rc_gdr interface on @a dev_name ("mlx5_0:1"),
+ * summed (high-water marks too: an upper bound), for a program that reaches
+ * rc_gdr only through UCP, which opens interfaces its users never see. Read
+ * without the interfaces' locks: call it while they are quiet. Same size
+ * rules as uct_rc_gdr_iface_stats_query; exported likewise.
+ *
+ * @return UCS_ERR_NO_ELEM if no live interface is on @a dev_name.
+ */
+ucs_status_t uct_rc_gdr_dev_stats_query(const char *dev_name,
+                                        uct_rc_gdr_iface_stats_t *stats);
 
 extern ucs_config_field_t uct_rc_gdr_iface_config_table[];
 

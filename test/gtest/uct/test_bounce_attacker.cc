@@ -101,15 +101,7 @@ static_assert(sizeof(bhdr_t) == HDR_LEN, "the bounce header is 40 bytes");
 
 
 /* The target's interface counters (rc_gdr_iface.h), as many as it has */
-typedef struct {
-    uint64_t size, tx_wrs, rx_msgs, credit_grants, flush_reads,
-             bounce_xfers, bounce_failed, bounce_staged_bytes, bounce_msgs,
-             bounce_refused, bounce_bufs_in_use, bounce_bufs_max,
-             bounce_malformed, bounce_unexpected, bounce_revoked,
-             bounce_acks_dropped, bounce_timeouts, unknown_qp_msgs,
-             credit_overflows, bounce_queued_max, tx_stalls,
-             bounce_serve_timeouts, rx_no_imm, am_no_handler;
-} stats_t;
+typedef uct_test_iface_stats_t stats_t;
 
 
 /* ------------------------------------------------------ target side -- */

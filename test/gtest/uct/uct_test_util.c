@@ -494,6 +494,22 @@ void uct_test_iface_stats_check(void)
     uct_test_iface_stats_func();
 }
 
+ucs_status_t uct_test_dev_stats(const char *dev,
+                                uct_test_iface_stats_t *stats)
+{
+    typedef ucs_status_t (*query_func_t)(const char*,
+                                         uct_test_iface_stats_t*);
+    query_func_t query = (query_func_t)uct_test_module_sym(
+                                "uct_rc_gdr_dev_stats_query");
+
+    if (query == NULL) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    memset(stats, 0, sizeof(*stats));
+    stats->size = sizeof(*stats);
+    return query(dev, stats);
+}
+
 uct_test_iface_stats_t uct_test_iface_stats(uct_iface_h iface)
 {
     uct_test_iface_stats_t stats;

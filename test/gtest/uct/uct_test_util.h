@@ -73,7 +73,12 @@ typedef struct {
 typedef struct {
     uint64_t size, tx_wrs, rx_msgs, credit_grants, flush_reads,
              bounce_xfers, bounce_failed, bounce_staged_bytes, bounce_msgs,
-             bounce_refused, bounce_bufs_in_use, bounce_bufs_max;
+             bounce_refused, bounce_bufs_in_use, bounce_bufs_max,
+             bounce_malformed, bounce_unexpected, bounce_revoked,
+             bounce_acks_dropped, bounce_timeouts, unknown_qp_msgs,
+             credit_overflows, bounce_queued_max, tx_stalls,
+             bounce_serve_timeouts, rx_no_imm, am_no_handler,
+             am_staged_bytes, rma_zcopy_bytes;
 } uct_test_iface_stats_t;
 
 
@@ -190,6 +195,11 @@ ucs_status_t uct_test_md_stats_query(uct_md_h md, uct_test_md_stats_t *stats);
 uct_test_md_stats_t uct_test_md_stats(uct_md_h md);
 
 uct_test_iface_stats_t uct_test_iface_stats(uct_iface_h iface);
+
+/* The counters of every live rc_gdr interface on dev ("rxe0:1"), summed:
+ * what UCP's hidden interfaces did there; UCS_ERR_NO_ELEM when none */
+ucs_status_t uct_test_dev_stats(const char *dev,
+                                uct_test_iface_stats_t *stats);
 
 /* A symbol of the rc_gdr module (preloaded, or UCX's plugin); NULL if none */
 void *uct_test_module_sym(const char *name);
