@@ -38,6 +38,9 @@ Usage: rxe-vm.sh [options] -- CMD [ARGS...]
                   lists them, /etc/rxevm-gpus.env sets the stand-in CUDA
                   driver's devices to those functions, placed there (the
                   gate judges their place as a real GPU's)
+  --iommu         with --pcie-pairs: an emulated Intel IOMMU (intel_iommu=on
+                  in the guest, DMA translation): every function in an IOMMU
+                  group
   --rw DIR        share DIR writable at the same path (repeatable); all other
                   guest writes stay in the guest
   --fresh-tmp     mount an empty tmpfs on /tmp (default: host /tmp visible,
@@ -77,6 +80,7 @@ EOF
 
 TIMEOUT=900 MEM=2048 SMP=2 CPU=qemu64 MTU=9000 NRXE=2 KEEP=0 PREPARE=0
 PCIE_PAIRS=0
+IOMMU=0
 VERBOSE=0 FRESH_TMP=0 KERNEL=auto HOSTS=1 NETEM=
 MEM_SET=0 SMP_SET=0
 RW_DIRS=()
@@ -118,6 +122,7 @@ parse_args() {
         --rw)     [ $# -ge 2 ] && [ -d "$2" ] || bad_usage "--rw needs a directory"
                   RW_DIRS+=("$(realpath "$2")"); shift ;;
         --fresh-tmp) FRESH_TMP=1 ;;
+        --iommu)   IOMMU=1 ;;
         --keep)    KEEP=1 ;;
         --prepare) PREPARE=1 ;;
         -v)        VERBOSE=1 ;;
@@ -129,6 +134,8 @@ parse_args() {
     done
     [ "$NRXE" -le 2 ] || bad_usage "--nrxe must be 0, 1 or 2"
     [ "$PCIE_PAIRS" -le 4 ] || bad_usage "--pcie-pairs must be 0 to 4"
+    [ "$IOMMU" = 0 ] || [ "$PCIE_PAIRS" -gt 0 ] ||
+        bad_usage "--iommu needs --pcie-pairs"
     [ "$TIMEOUT" -ge 10 ] || bad_usage "--timeout must be at least 10"
     [ "$PREPARE" = 1 ] || [ $# -gt 0 ] || bad_usage "no command given"
     [ -z "$NETEM" ] || [ "$HOSTS" = 2 ] || bad_usage "--netem needs --hosts 2"
@@ -452,6 +459,7 @@ pcie_pairs_buses() {
 pcie_pairs_args() {
     local i bus mem=$((MEM / PCIE_PAIRS))
     QEMU[4]=q35,accel=tcg
+    [ "$IOMMU" = 0 ] || QEMU+=(-device intel-iommu)
     for ((i = 0; i < PCIE_PAIRS; ++i)); do
         bus=$((0x20 * (i + 1)))
         QEMU+=(-object "memory-backend-ram,id=mem$i,size=${mem}M"
@@ -553,6 +561,7 @@ run_vm() {
     # kernel's IO-APIC check, which then panics at boot.
     append="console=ttyS0 panic=-1 rdinit=/init mitigations=off no_timer_check rxevm.run=$RUN"
     [ "$VERBOSE" = 1 ] || append="quiet $append"
+    [ "$IOMMU" = 0 ] || append="$append intel_iommu=on iommu.passthrough=0"
     vlog "booting (timeout ${TIMEOUT}s, command gets at most $((TIMEOUT - margin))s)"
     if [ "$HOSTS" = 2 ]; then
         mkdir -p "$RUN/bin" "$RUN/q" "$RUN/ctl"

@@ -7,7 +7,8 @@
 #   2  real verbs in the soft-RoCE guest: UCT, UCP (ucx_perftest), Open MPI,
 #      faults, byte-exact data; then a --pcie-pairs guest (test/rxe/
 #      pcie_pairs.sh): system devices, the GPU x NIC matrix, a lane per
-#      NIC for each GPU, UCP's rendezvous on each GPU's nearest NIC
+#      NIC for each GPU, ACS redirect set and cleared, UCP's bytes per NIC;
+#      once more with an emulated IOMMU (--iommu)
 #   3  GPU tests: run where a CUDA driver and GPU are present, skipped (and
 #      said so) elsewhere
 #   4  conformance: UCX's own UCT test suites (the CI subset) in the guest,
@@ -264,6 +265,10 @@ if [ "$RUN_VM" = 1 ]; then
     contrib/rxe-vm.sh --pcie-pairs 2 --timeout 900 -- test/rxe/pcie_pairs.sh \
         2>&1 | tee "$OUT/pcie-pairs"
     tally_counts "$OUT/pcie-pairs"
+    echo "== tier 2: the same guest with an emulated IOMMU (--iommu)"
+    contrib/rxe-vm.sh --pcie-pairs 2 --iommu --timeout 900 -- \
+        test/rxe/pcie_pairs.sh 2>&1 | tee "$OUT/pcie-pairs-iommu"
+    tally_counts "$OUT/pcie-pairs-iommu"
 fi
 
 echo "== tier 3: GPU"

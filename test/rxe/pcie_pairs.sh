@@ -114,6 +114,51 @@ lane_per_nic_one_process() {
     grep -q '^\[  PASSED  \] 1 test' /tmp/pcie_pairs_lanes.out
 }
 
+# The gate reads the guest kernel's own config space: ACS redirect set on
+# the root port above GPU0 (as setpci would) is recorded as a warning on
+# GPU0's pairs, the lane kept (doc/DESIGN.md, the chain's step 4); cleared,
+# that port's warning goes. (With an IOMMU the kernel sets redirect on every
+# port itself: the value found is restored at the end.)
+pair_evidence() { # GPU NIC: that pair's chain in rc_gdr_info
+    ( . contrib/env.sh --emulated-gpu "$B" > /dev/null && rc_gdr_info 2>&1 ) |
+        sed -n "/^$1 (.*) <-> $2 port/,/^\$/p"
+}
+
+acs_redirect_warns() {
+    local gpu port old set cleared
+    gpu=$(awk '$2 == "0:" {print $NF}' /etc/rxevm-pcie-pairs)
+    port=$(basename "$(dirname "$(readlink -f "/sys/bus/pci/devices/$gpu")")")
+    old=$(test/rxe/pci_acs.py "$port") || return 1
+    test/rxe/pci_acs.py "$port" 0x1d > /dev/null || return 1
+    set=$(pair_evidence GPU0 rxe0)
+    test/rxe/pci_acs.py "$port" 0 > /dev/null
+    cleared=$(pair_evidence GPU0 rxe0)
+    test/rxe/pci_acs.py "$port" "$old" > /dev/null
+    echo "ACS control of $port (above GPU0 $gpu) was $old; set to 0x001d:"
+    echo "$set" | grep -E 'topo.acs|uses the' | sed 's/^/    /'
+    echo "cleared to 0x0000:"
+    echo "$cleared" | grep -E 'topo.acs|uses the' | sed 's/^/    /'
+    echo "$set" | grep -qE "topo.acs +warn +$port ctrl=0x001d: P2P request and completion redirect" &&
+        echo "$set" | grep -q 'NIC-writes-GPU uses the GDR lane.*with warnings' &&
+        ! echo "$cleared" | grep -qE "topo.acs +warn +$port " &&
+        echo "$cleared" | grep -q 'NIC-writes-GPU uses the GDR lane'
+}
+
+# The IOMMU as the guest kernel has it (rxe-vm.sh --iommu: an emulated
+# Intel IOMMU translating DMA): recorded as a warning on every pair, the
+# lane kept; without it, "absent" and no warning
+iommu_as_the_kernel_has_it() {
+    local ev
+    ev=$(pair_evidence GPU0 rxe0)
+    echo "$ev" | grep -E 'topo.iommu|uses the' | sed 's/^/    /'
+    if [ -n "$(ls /sys/class/iommu 2> /dev/null)" ]; then
+        echo "$ev" | grep -qE 'topo.iommu +warn +GPU: DMA \(translated\)' &&
+            echo "$ev" | grep -q 'NIC-writes-GPU uses the GDR lane.*with warnings'
+    else
+        echo "$ev" | grep -qE 'topo.iommu +info +GPU: absent, NIC: absent'
+    fi
+}
+
 # UCP's bytes per NIC, from rc_gdr's counters of the interfaces UCP opened
 # (gpu_emulated.placed_gpus_ucp_bytes_per_nic): tag, put and get per GPU.
 # 1.13: protocols v2 for the per-buffer ranking, the md's memory query
@@ -134,6 +179,12 @@ check pcie_pairs_on_two_numa_nodes two_nodes
 check pcie_pairs_rc_gdr_system_devices devices_known
 check pcie_pairs_matrix_nearest_nic matrix_nearest
 check pcie_pairs_lane_per_nic_one_process lane_per_nic_one_process
+check pcie_pairs_acs_redirect_warns acs_redirect_warns
+if [ -n "$(ls /sys/class/iommu 2> /dev/null)" ]; then
+    check pcie_pairs_iommu_translated_warns iommu_as_the_kernel_has_it
+else
+    check pcie_pairs_no_iommu_no_warning iommu_as_the_kernel_has_it
+fi
 check pcie_pairs_ucp_bytes_per_nic ucp_bytes_per_nic
 check pcie_pairs_ucp_rendezvous_favours_each_gpus_nic ucp_lane_per_gpu
 echo "$PASSED passed, $FAILED failed, 0 skipped"
