@@ -38,6 +38,9 @@ Usage: rxe-vm.sh [options] -- CMD [ARGS...]
                   lists them, /etc/rxevm-gpus.env sets the stand-in CUDA
                   driver's devices to those functions, placed there (the
                   gate judges their place as a real GPU's)
+  --nics-per-pair 1|2  with --pcie-pairs: 2 puts a second NIC (rxe<i>b, on
+                  a third root port) beside each GPU, for UCP's rails;
+                  /etc/rxevm-pcie-rails lists them
   --iommu         with --pcie-pairs: an emulated Intel IOMMU (intel_iommu=on
                   in the guest, DMA translation): every function in an IOMMU
                   group
@@ -80,6 +83,7 @@ EOF
 
 TIMEOUT=900 MEM=2048 SMP=2 CPU=qemu64 MTU=9000 NRXE=2 KEEP=0 PREPARE=0
 PCIE_PAIRS=0
+NICS_PER_PAIR=1
 IOMMU=0
 VERBOSE=0 FRESH_TMP=0 KERNEL=auto HOSTS=1 NETEM=
 MEM_SET=0 SMP_SET=0
@@ -110,7 +114,7 @@ parse_args() {
     local n
     while [ $# -gt 0 ]; do
         case $1 in
-        --timeout|--mem|--smp|--mtu|--nrxe|--pcie-pairs)
+        --timeout|--mem|--smp|--mtu|--nrxe|--pcie-pairs|--nics-per-pair)
             [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] || bad_usage "$1 needs a number"
             n=${1#--}; n=${n//-/_}; printf -v "${n^^}" '%s' "$2"
             case $n in mem) MEM_SET=1 ;; smp) SMP_SET=1 ;; esac; shift ;;
@@ -136,6 +140,8 @@ parse_args() {
     [ "$PCIE_PAIRS" -le 4 ] || bad_usage "--pcie-pairs must be 0 to 4"
     [ "$IOMMU" = 0 ] || [ "$PCIE_PAIRS" -gt 0 ] ||
         bad_usage "--iommu needs --pcie-pairs"
+    [ "$NICS_PER_PAIR" -ge 1 ] && [ "$NICS_PER_PAIR" -le 2 ] ||
+        bad_usage "--nics-per-pair must be 1 or 2"
     [ "$TIMEOUT" -ge 10 ] || bad_usage "--timeout must be at least 10"
     [ "$PREPARE" = 1 ] || [ $# -gt 0 ] || bad_usage "no command given"
     [ -z "$NETEM" ] || [ "$HOSTS" = 2 ] || bad_usage "--netem needs --hosts 2"
@@ -300,20 +306,33 @@ elif [ "$HOST" = 0 ]; then
 chroot $R /sbin/modprobe virtio_net || fail "modprobe virtio_net"
 chroot $R /usr/sbin/ip link set lo up
 : >$R/etc/rxevm-pcie-pairs; gpus=; i=0
+# With --nics-per-pair 2 the pair's second NIC carries rxe<i>b, listed in
+# /etc/rxevm-pcie-rails.
+: >$R/etc/rxevm-pcie-rails
 for hb in $PXB_BUSES; do
-    nic=; gpu=; ndev=
+    nics=; gpu=
     for d in /sys/devices/pci0000:$hb/*/*; do
         [ -f "$d/vendor" ] || continue
         case "$(cat $d/vendor):$(cat $d/device)" in
-        0x1af4:0x1041|0x1af4:0x1000) nic=${d##*/}; ndev=$(ls $d/virtio*/net 2>/dev/null | head -n1) ;;
+        0x1af4:0x1041|0x1af4:0x1000) nics="$nics ${d##*/}" ;;
         0x1234:0x11e8) gpu=${d##*/} ;;
         esac
     done
-    [ -n "$nic" ] && [ -n "$ndev" ] && [ -n "$gpu" ] || fail "pair $i below pci0000:$hb"
-    chroot $R /usr/sbin/ip link set "$ndev" mtu "$MTU" up || fail "link $ndev"
-    echo 1 >/sys/class/net/$ndev/queues/rx-0/rps_cpus
-    chroot $R /usr/bin/rdma link add rxe$i type rxe netdev "$ndev" || fail "rxe$i"
-    echo "pair $i: host bridge pci0000:$hb numa_node $(cat /sys/bus/pci/devices/$gpu/numa_node) nic $nic netdev $ndev rxe$i gpu $gpu" >>$R/etc/rxevm-pcie-pairs
+    [ -n "$nics" ] && [ -n "$gpu" ] || fail "pair $i below pci0000:$hb"
+    sfx=
+    for nic in $nics; do
+        ndev=$(ls /sys/bus/pci/devices/$nic/virtio*/net 2>/dev/null | head -n1)
+        [ -n "$ndev" ] || fail "pair $i: no netdev on $nic"
+        chroot $R /usr/sbin/ip link set "$ndev" mtu "$MTU" up || fail "link $ndev"
+        echo 1 >/sys/class/net/$ndev/queues/rx-0/rps_cpus
+        chroot $R /usr/bin/rdma link add rxe$i$sfx type rxe netdev "$ndev" || fail "rxe$i$sfx"
+        if [ -z "$sfx" ]; then
+            echo "pair $i: host bridge pci0000:$hb numa_node $(cat /sys/bus/pci/devices/$gpu/numa_node) nic $nic netdev $ndev rxe$i gpu $gpu" >>$R/etc/rxevm-pcie-pairs
+        else
+            echo "pair $i: also nic $nic netdev $ndev rxe$i$sfx" >>$R/etc/rxevm-pcie-rails
+        fi
+        sfx=b
+    done
     gpus=${gpus:+$gpus,}$gpu; i=$((i + 1))
 done
 echo "export RC_GDR_FAKE_CUDA_DEVICES=$i RC_GDR_FAKE_CUDA_PCI_BUS_ID=$gpus RC_GDR_FAKE_CUDA_PLACED=1" >$R/etc/rxevm-gpus.env
@@ -470,6 +489,10 @@ pcie_pairs_args() {
                -netdev "hubport,id=hp$i,hubid=0"
                -device "virtio-net-pci,netdev=hp$i,bus=rpn$i,mac=52:54:00:00:00:$((10 + i))"
                -device "edu,bus=rpg$i")
+        [ "$NICS_PER_PAIR" = 1 ] ||
+            QEMU+=(-device "pcie-root-port,id=rpm$i,bus=pxb$i,chassis=$((2 * i + 11)),slot=0,addr=0x2"
+                   -netdev "hubport,id=hq$i,hubid=0"
+                   -device "virtio-net-pci,netdev=hq$i,bus=rpm$i,mac=52:54:00:00:00:$((20 + i))")
     done
 }
 

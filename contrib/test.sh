@@ -8,7 +8,8 @@
 #      faults, byte-exact data; then a --pcie-pairs guest (test/rxe/
 #      pcie_pairs.sh): system devices, the GPU x NIC matrix, a lane per
 #      NIC for each GPU, ACS redirect set and cleared, UCP's bytes per NIC;
-#      once more with an emulated IOMMU (--iommu)
+#      once more with an emulated IOMMU (--iommu), and once with two NICs
+#      beside each GPU (--nics-per-pair 2: UCP's rails)
 #   3  GPU tests: run where a CUDA driver and GPU are present, skipped (and
 #      said so) elsewhere
 #   4  conformance: UCX's own UCT test suites (the CI subset) in the guest,
@@ -269,6 +270,10 @@ if [ "$RUN_VM" = 1 ]; then
     contrib/rxe-vm.sh --pcie-pairs 2 --iommu --timeout 900 -- \
         test/rxe/pcie_pairs.sh 2>&1 | tee "$OUT/pcie-pairs-iommu"
     tally_counts "$OUT/pcie-pairs-iommu"
+    echo "== tier 2: the same guest with two NICs beside each GPU (UCP's rails)"
+    contrib/rxe-vm.sh --pcie-pairs 2 --nics-per-pair 2 --timeout 900 -- \
+        test/rxe/pcie_pairs.sh 2>&1 | tee "$OUT/pcie-pairs-rails"
+    tally_counts "$OUT/pcie-pairs-rails"
 fi
 
 echo "== tier 3: GPU"

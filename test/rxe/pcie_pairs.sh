@@ -166,6 +166,7 @@ iommu_as_the_kernel_has_it() {
 ucp_bytes_per_nic() {
     ( . contrib/env.sh --emulated-gpu "$B" > /dev/null &&
       RC_GDR_DEV_A=rxe0:1 RC_GDR_DEV_B=rxe1:1 UCX_PROTO_ENABLE=y \
+      RC_GDR_PCIE_NICS=$NICS UCX_MAX_RNDV_RAILS=$RNDV_RAILS \
       UCX_MEMTYPE_CACHE=n UCX_RNDV_THRESH=0 timeout 300 \
         "$B/test/gtest/uct/gtest_rc_gdr_uct" --gtest_color=no \
         --gtest_filter=gpu_emulated.placed_gpus_ucp_bytes_per_nic ) \
@@ -175,9 +176,23 @@ ucp_bytes_per_nic() {
     grep -q '^\[  PASSED  \] 1 test' /tmp/pcie_pairs_ucp.out
 }
 
+# --nics-per-pair 2: a second NIC beside each GPU (rxe<i>b), UCP's rails
+# UCP 1.13 chooses an endpoint's rendezvous rails once, when it connects,
+# and weighs each buffer's share among those only: with four NICs and its
+# default of two rails, GPU1's rendezvous went over GPU0's two NICs. With as
+# many rails as NICs every buffer's own NICs take the larger share.
+NICS=rxe0:1,rxe1:1
+RNDV_RAILS=2
+RAILS=$(awk '{print $NF}' /etc/rxevm-pcie-rails 2> /dev/null)
+if [ -n "$RAILS" ]; then
+    cat /etc/rxevm-pcie-rails
+    NICS=rxe0:1,rxe0b:1,rxe1:1,rxe1b:1
+    RNDV_RAILS=4
+fi
+
 check pcie_pairs_on_two_numa_nodes two_nodes
 check pcie_pairs_rc_gdr_system_devices devices_known
-check pcie_pairs_matrix_nearest_nic matrix_nearest
+[ -n "$RAILS" ] || check pcie_pairs_matrix_nearest_nic matrix_nearest
 check pcie_pairs_lane_per_nic_one_process lane_per_nic_one_process
 check pcie_pairs_acs_redirect_warns acs_redirect_warns
 if [ -n "$(ls /sys/class/iommu 2> /dev/null)" ]; then
@@ -185,7 +200,13 @@ if [ -n "$(ls /sys/class/iommu 2> /dev/null)" ]; then
 else
     check pcie_pairs_no_iommu_no_warning iommu_as_the_kernel_has_it
 fi
-check pcie_pairs_ucp_bytes_per_nic ucp_bytes_per_nic
-check pcie_pairs_ucp_rendezvous_favours_each_gpus_nic ucp_lane_per_gpu
+if [ -z "$RAILS" ]; then
+    check pcie_pairs_ucp_bytes_per_nic ucp_bytes_per_nic
+else
+    # UCX_MAX_RNDV_RAILS=4: both of a GPU's own NICs, the larger share
+    check pcie_pairs_ucp_rails_on_each_gpus_nics ucp_bytes_per_nic
+fi
+[ -n "$RAILS" ] ||
+    check pcie_pairs_ucp_rendezvous_favours_each_gpus_nic ucp_lane_per_gpu
 echo "$PASSED passed, $FAILED failed, 0 skipped"
 [ "$FAILED" = 0 ]
