@@ -733,6 +733,19 @@ TEST_F(gpu_emulated, ucp_put_get_beside_cuda_copy)
                        << " lines logged)";
 }
 
+/* The --pcie-pairs guest: the stand-in driver's GPUs placed at the guest's
+ * PCI functions, a on rxe0 and b on rxe1 */
+static bool placed_pairs()
+{
+    uct_rc_gdr_cuda_driver_info_t info;
+    int count;
+
+    return (uct_rc_gdr_cuda_driver_info(&info) == UCS_OK) && info.placed &&
+           (uct_rc_gdr_cuda_device_count(&count) == UCS_OK) && (count >= 2) &&
+           !strcmp(uct_rc_gdr_test::dev_a(), "rxe0:1") &&
+           !strcmp(uct_rc_gdr_test::dev_b(), "rxe1:1");
+}
+
 /*
  * The --pcie-pairs guest (contrib/rxe-vm.sh): GPU<i> stands beside rxe<i>,
  * the stand-in driver placed at the guest's PCI functions
@@ -742,18 +755,13 @@ TEST_F(gpu_emulated, ucp_put_get_beside_cuda_copy)
  */
 TEST_F(gpu_emulated, placed_gpus_lane_per_nic_in_one_process)
 {
-    uct_rc_gdr_cuda_driver_info_t info;
     std::vector<char> host(SIZE);
     uct_test_iface_stats_t s0, s1;
-    uct_test_md_stats_t m0, m1;
     uct_rc_gdr_cuda_ctx_h ctx;
     gpu_region *near_reg, *far_reg;
     uct_mem_h host_memh;
-    int count;
 
-    if ((uct_rc_gdr_cuda_driver_info(&info) != UCS_OK) || !info.placed ||
-        (uct_rc_gdr_cuda_device_count(&count) != UCS_OK) || (count < 2) ||
-        strcmp(dev_a(), "rxe0:1") || strcmp(dev_b(), "rxe1:1")) {
+    if (!placed_pairs()) {
         GTEST_SKIP() << "needs the --pcie-pairs guest: two placed GPUs, "
                         "RC_GDR_DEV_A=rxe0:1 RC_GDR_DEV_B=rxe1:1";
     }
@@ -772,27 +780,29 @@ TEST_F(gpu_emulated, placed_gpus_lane_per_nic_in_one_process)
         void *buf = gpu_alloc(SIZE);
         ASSERT_EQ(UCS_OK, uct_rc_gdr_cuda_ctx_activate(0, &ctx));
 
-        m0 = uct_test_md_stats(near_node->md);
-        ASSERT_EQ(UCS_OK, region_reg(near_node, far_node, buf, SIZE,
-                                     &near_reg));
-        m1 = uct_test_md_stats(near_node->md);
-        UCT_TEST_EXPECT((m1.peermem_regs == m0.peermem_regs + 1) &&
-                        (m1.bounce_regs == m0.bounce_regs),
-                        "GPU%d on its near NIC %s: the NIC lane (peermem "
-                        "+%lu, bounce +%lu)", g, near_dev,
-                        (unsigned long)(m1.peermem_regs - m0.peermem_regs),
-                        (unsigned long)(m1.bounce_regs - m0.bounce_regs));
-
-        m0 = uct_test_md_stats(far_node->md);
-        ASSERT_EQ(UCS_OK, region_reg(far_node, near_node, buf, SIZE,
-                                     &far_reg));
-        m1 = uct_test_md_stats(far_node->md);
-        UCT_TEST_EXPECT((m1.bounce_regs == m0.bounce_regs + 1) &&
-                        (m1.peermem_regs == m0.peermem_regs),
-                        "GPU%d on its far NIC %s: the bounce lane (bounce "
-                        "+%lu, peermem +%lu)", g, far_dev,
-                        (unsigned long)(m1.bounce_regs - m0.bounce_regs),
-                        (unsigned long)(m1.peermem_regs - m0.peermem_regs));
+        /* registered on owner: the NIC lane near, the bounce lane far */
+        auto reg_on = [&](uct_test_node_t *owner, uct_test_node_t *peer,
+                          const char *dev, bool bounce) {
+            gpu_region *region = nullptr;
+            uct_test_md_stats_t before = uct_test_md_stats(owner->md), after;
+            EXPECT_EQ(UCS_OK, region_reg(owner, peer, buf, SIZE, &region));
+            after = uct_test_md_stats(owner->md);
+            UCT_TEST_EXPECT((after.peermem_regs - before.peermem_regs ==
+                             (bounce ? 0u : 1u)) &&
+                            (after.bounce_regs - before.bounce_regs ==
+                             (bounce ? 1u : 0u)),
+                            "GPU%d on its %s NIC %s: the %s lane (peermem "
+                            "+%lu, bounce +%lu)", g, bounce ? "far" : "near",
+                            dev, bounce ? "bounce" : "NIC",
+                            (unsigned long)(after.peermem_regs -
+                                            before.peermem_regs),
+                            (unsigned long)(after.bounce_regs -
+                                            before.bounce_regs));
+            return region;
+        };
+        near_reg = reg_on(near_node, far_node, near_dev, false);
+        far_reg  = reg_on(far_node, near_node, far_dev, true);
+        ASSERT_TRUE((near_reg != nullptr) && (far_reg != nullptr));
 
         /* a's put into the GPU through b's key: bounced where b is far */
         gpu_region *via_b = (g == 0) ? far_reg : near_reg;
@@ -837,7 +847,6 @@ TEST_F(gpu_emulated, placed_gpus_lane_per_nic_in_one_process)
 TEST_F(gpu_emulated, placed_gpus_ucp_bytes_per_nic)
 {
     static const size_t length = 4u << 20;
-    uct_rc_gdr_cuda_driver_info_t info;
     ucp_request_param_t rparam;
     uct_rc_gdr_ucp_pair pair;
     uct_rc_gdr_cuda_ctx_h ctx;
@@ -848,11 +857,8 @@ TEST_F(gpu_emulated, placed_gpus_ucp_bytes_per_nic)
     ucp_rkey_h rkey;
     ucs_status_t status;
     void *buf[2];
-    int count;
 
-    if ((uct_rc_gdr_cuda_driver_info(&info) != UCS_OK) || !info.placed ||
-        (uct_rc_gdr_cuda_device_count(&count) != UCS_OK) || (count < 2) ||
-        strcmp(dev_a(), "rxe0:1") || strcmp(dev_b(), "rxe1:1")) {
+    if (!placed_pairs()) {
         GTEST_SKIP() << "needs the --pcie-pairs guest: two placed GPUs, "
                         "RC_GDR_DEV_A=rxe0:1 RC_GDR_DEV_B=rxe1:1";
     }
