@@ -22,7 +22,7 @@
 #define UCT_RC_GDR_HAVE_RKEY_COMPARE    0
 #define UCT_RC_GDR_HAVE_REG_ALIGNMENT   0
 
-/* uct_ep_invalidate() takes a parameter struct (1.22 on) */
+/* uct_ep_invalidate() takes a parameter struct (1.21 on) */
 #define UCT_RC_GDR_HAVE_EP_INVALIDATE_PARAMS 0
 
 /* iface_query_v2 (1.22 on) */

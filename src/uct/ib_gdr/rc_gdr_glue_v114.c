@@ -11,8 +11,9 @@
  * the address and length, is_sockaddr_accessible gone from the md ops,
  * ep_is_connected, rkey_compare in the component (1.16); gva_mem_types and
  * the address lengths of is_reachable (1.18), the parameters of rkey_unpack
- * (1.19), iface_query_v2 with the device memory element ops (1.20), the md's
- * mem_elem_pack (1.21).
+ * (1.19), iface_query_v2 with the device memory element ops (1.20, gone
+ * again in 1.21), the md's mem_elem_pack and ep_invalidate with a parameter
+ * struct (1.21).
  */
 
 #if RC_GDR_UCX_HAVE_GVA_MEM_TYPES
@@ -97,10 +98,19 @@ uct_rc_gdr_glue_rkey_unpack(uct_component_t *component,
 #endif
 
 
+#if RC_GDR_UCX_HAVE_EP_INVALIDATE_PARAMS
+static ucs_status_t
+uct_rc_gdr_glue_ep_invalidate(uct_ep_h ep,
+                              const uct_ep_invalidate_params_t *params)
+{
+    return uct_rc_gdr_ep_invalidate(ep, 0);
+}
+#else
 static ucs_status_t uct_rc_gdr_glue_ep_invalidate(uct_ep_h ep, unsigned flags)
 {
     return uct_rc_gdr_ep_invalidate(ep, flags);
 }
+#endif
 
 
 #if RC_GDR_UCX_HAVE_IFACE_QUERY_V2

@@ -24,8 +24,9 @@
 #define UCT_RC_GDR_HAVE_RKEY_COMPARE    RC_GDR_UCX_HAVE_RKEY_COMPARE
 #define UCT_RC_GDR_HAVE_REG_ALIGNMENT   RC_GDR_UCX_HAVE_REG_ALIGNMENT
 
-/* uct_ep_invalidate() takes a parameter struct (1.22 on) */
-#define UCT_RC_GDR_HAVE_EP_INVALIDATE_PARAMS 0
+/* uct_ep_invalidate() takes a parameter struct (1.21 on) */
+#define UCT_RC_GDR_HAVE_EP_INVALIDATE_PARAMS \
+    RC_GDR_UCX_HAVE_EP_INVALIDATE_PARAMS
 
 /* iface_query_v2 of the plugin generation (1.22: SGL put, tokens); 1.20's
  * asks only about device memory elements, answered in the glue unit */
