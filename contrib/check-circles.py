@@ -38,7 +38,7 @@ import sys
 # needs no entry: a header's inline fast path may fall back to the slow path
 # in the .c of the same name (rc_gdr_lock.h -> rc_gdr_lock.c): one object,
 # split for inlining, as UCX does.
-GLUE_UNITS = ('uct/ib_gdr/rc_gdr_glue_v113.c', 'uct/ib_gdr/rc_gdr_glue_v116.c',
+GLUE_UNITS = ('uct/ib_gdr/rc_gdr_glue_v113.c', 'uct/ib_gdr/rc_gdr_glue_v114.c',
               'uct/ib_gdr/rc_gdr_glue_v122.c', 'uct/ib_gdr/rc_gdr_glue_v2.inl')
 ALLOWED_CALLS = {}
 for _glue in GLUE_UNITS:
@@ -50,7 +50,7 @@ for _glue in GLUE_UNITS:
     ALLOWED_CALLS[('uct/ib_gdr/rc_gdr_iface.c', _glue)] = {
         'uct_rc_gdr_glue_mpool_init'}
 for _glue in GLUE_UNITS[1:3]:
-    # rc_gdr_glue_v2.inl is a template that the v116 and v122 units include:
+    # rc_gdr_glue_v2.inl is a template that the v114 and v122 units include:
     # the macros they define before it are its parameters.
     ALLOWED_CALLS[('uct/ib_gdr/rc_gdr_glue_v2.inl', _glue)] = {
         'UCT_RC_GDR_GLUE_ADDR_LENGTH_OK', 'UCT_RC_GDR_GLUE_MD_QUERY_MORE'}

@@ -10,14 +10,17 @@
  * release's structs and builds its tables (copy-in adapters):
  *
  *   rc_gdr_glue_v113.{h,c}   no uct_md_attr_v2_t (UCX 1.13)
- *   rc_gdr_glue_v116.{h,c}   uct_md_attr_v2_t, rkey_compare, ep_is_connected,
- *                            mem_query without memory flags (UCX 1.16 - 1.21)
- *   rc_gdr_glue_v122.{h,c}   uct_md_mem_attr_v2_t and uct_ep_invalidate_params_t
- *                            (UCX 1.22: iface_query_v2 with tokens, ...)
+ *   rc_gdr_glue_v114.{h,c}   uct_md_attr_v2_t and the internal
+ *                            ep_connect_to_ep_v2, mem_query without memory
+ *                            flags (UCX 1.14 - 1.21; is_reachable v2 from
+ *                            1.15, rkey_compare and ep_is_connected from 1.16,
+ *                            ep_invalidate with parameters in 1.21)
+ *   rc_gdr_glue_v122.{h,c}   uct_md_mem_attr_v2_t (UCX 1.22: mem_query with
+ *                            memory flags, iface_query_v2 with tokens, ...)
  *
  * configure picks the unit by what the UCX headers declare, and passes what
  * changed within a generation as RC_GDR_UCX_HAVE_* (0 or 1), which only the
- * glue reads. The 1.14/1.15 generation has no unit.
+ * glue reads (the glue headers turn those tests need into UCT_RC_GDR_HAVE_*).
  *
  * Nothing outside the glue files tests the UCX version
  * (test/host/glue_only.sh checks it).

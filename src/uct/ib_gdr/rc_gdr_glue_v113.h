@@ -12,11 +12,17 @@
 /* UCT_FLUSH_FLAG_REMOTE exists from UCX 1.14 on. */
 #define UCT_RC_GDR_HAVE_FLUSH_REMOTE 0
 
-/* md query v2, is_reachable v2, ep_is_connected, connect_to_ep v2,
- * rkey_compare (1.16 on) */
+/* md query v2 and connect_to_ep v2 (1.14 on) */
 #define UCT_RC_GDR_HAVE_V2_API       0
 
-/* uct_ep_invalidate() takes a parameter struct (1.22 on) */
+/* is_reachable v2 (1.15 on), ep_is_connected, rkey_compare, the md's
+ * registration alignment (1.16 on) */
+#define UCT_RC_GDR_HAVE_IS_REACHABLE_V2 0
+#define UCT_RC_GDR_HAVE_EP_IS_CONNECTED 0
+#define UCT_RC_GDR_HAVE_RKEY_COMPARE    0
+#define UCT_RC_GDR_HAVE_REG_ALIGNMENT   0
+
+/* uct_ep_invalidate() takes a parameter struct (1.21 on) */
 #define UCT_RC_GDR_HAVE_EP_INVALIDATE_PARAMS 0
 
 /* iface_query_v2 (1.22 on) */

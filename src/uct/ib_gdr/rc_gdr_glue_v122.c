@@ -2,11 +2,11 @@
  * rc_gdr glue for UCX 1.22: copies rc_gdr's capabilities and answers into
  * this release's structs, and lays out its tables.
  *
- * Beyond 1.16 - 1.19 (rc_gdr_glue_v2.inl): iface_query_v2 heads the internal
- * ops, which also gained ep_get_device_ep and ep_put_sgl_zcopy; mem_query
- * takes uct_md_mem_attr_v2_t (memory flags), ep_invalidate a parameter
- * struct, the md ops mem_elem_pack; md attributes report gva_mem_types and
- * required_mem_flags; rkey_unpack takes parameters.
+ * Beyond the 1.14 generation (rc_gdr_glue_v2.inl): iface_query_v2 heads
+ * the internal ops, which also gained ep_get_device_ep and ep_put_sgl_zcopy;
+ * mem_query takes uct_md_mem_attr_v2_t (memory flags), ep_invalidate a
+ * parameter struct, the md ops mem_elem_pack; md attributes report
+ * gva_mem_types and required_mem_flags; rkey_unpack takes parameters.
  */
 
 #define UCT_RC_GDR_GLUE_MD_QUERY_MORE(_md_attr, _caps) \

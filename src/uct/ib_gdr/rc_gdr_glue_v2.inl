@@ -1,8 +1,11 @@
 /*
- * rc_gdr glue: the adapters every release from 1.16 on shares (md attributes
+ * rc_gdr glue: the adapters every release from 1.14 on shares (md attributes
  * v2, parameter structs, the v2 connection and reachability ops, remote key
- * comparison, memory pool parameters). Included by rc_gdr_glue_v116.c and
- * rc_gdr_glue_v122.c only; what differs between them is there.
+ * comparison, memory pool parameters). Included by rc_gdr_glue_v114.c and
+ * rc_gdr_glue_v122.c only; what differs between them is there. What came
+ * later than 1.14 into these adapters is tested for (RC_GDR_UCX_HAVE_*):
+ * reg_nonblock_mem_types and is_reachable v2 (1.15), reg_alignment, the
+ * address of mkey_pack, rkey_compare and ep_is_connected (1.16).
  */
 
 #include "rc_gdr_md.h"
@@ -25,7 +28,6 @@ static ucs_status_t uct_rc_gdr_glue_md_query(uct_md_h md,
     md_attr->max_reg                   = caps.max_reg;
     md_attr->flags                     = caps.flags;
     md_attr->reg_mem_types             = caps.reg_mem_types;
-    md_attr->reg_nonblock_mem_types    = caps.reg_nonblock_mem_types;
     md_attr->cache_mem_types           = caps.cache_mem_types;
     md_attr->detect_mem_types          = caps.detect_mem_types;
     md_attr->alloc_mem_types           = caps.alloc_mem_types;
@@ -35,7 +37,12 @@ static ucs_status_t uct_rc_gdr_glue_md_query(uct_md_h md,
     md_attr->rkey_packed_size          = caps.rkey_packed_size;
     md_attr->local_cpus                = caps.local_cpus;
     md_attr->exported_mkey_packed_size = caps.exported_mkey_packed_size;
+#if RC_GDR_UCX_HAVE_REG_NONBLOCK_MEM_TYPES
+    md_attr->reg_nonblock_mem_types    = caps.reg_nonblock_mem_types;
+#endif
+#if RC_GDR_UCX_HAVE_REG_ALIGNMENT
     md_attr->reg_alignment             = caps.reg_alignment;
+#endif
     ucs_strncpy_zero(md_attr->component_name, caps.component_name,
                      sizeof(md_attr->component_name));
     memset(md_attr->global_id, 0, sizeof(md_attr->global_id));
@@ -60,11 +67,18 @@ uct_rc_gdr_glue_mem_reg(uct_md_h md, void *address, size_t length,
 }
 
 
+#if RC_GDR_UCX_HAVE_MKEY_PACK_ADDRESS
 static ucs_status_t
 uct_rc_gdr_glue_mkey_pack(uct_md_h md, uct_mem_h memh, void *address,
                           size_t length,
                           const uct_md_mkey_pack_params_t *params,
                           void *buffer)
+#else
+static ucs_status_t
+uct_rc_gdr_glue_mkey_pack(uct_md_h md, uct_mem_h memh,
+                          const uct_md_mkey_pack_params_t *params,
+                          void *buffer)
+#endif
 {
     unsigned flags = UCS_PARAM_VALUE(UCT_MD_MKEY_PACK_FIELD, params, flags,
                                      FLAGS, 0);
@@ -76,6 +90,7 @@ uct_rc_gdr_glue_mkey_pack(uct_md_h md, uct_mem_h memh, void *address,
 }
 
 
+#if RC_GDR_UCX_HAVE_RKEY_COMPARE
 static ucs_status_t
 uct_rc_gdr_glue_rkey_compare(uct_component_t *component, uct_rkey_t rkey1,
                              uct_rkey_t rkey2,
@@ -89,6 +104,7 @@ uct_rc_gdr_glue_rkey_compare(uct_component_t *component, uct_rkey_t rkey1,
     *result = uct_rc_gdr_md_rkey_cmp(rkey1, rkey2);
     return UCS_OK;
 }
+#endif
 
 
 /* Copies info's fields that the caller asked for; the DMA-BUF fields say
@@ -139,6 +155,7 @@ uct_rc_gdr_glue_connect_to_ep_v2(uct_ep_h ep,
 }
 
 
+#if RC_GDR_UCX_HAVE_EP_IS_CONNECTED
 static int
 uct_rc_gdr_glue_ep_is_connected(uct_ep_h ep,
                                 const uct_ep_is_connected_params_t *params)
@@ -157,8 +174,10 @@ uct_rc_gdr_glue_ep_is_connected(uct_ep_h ep,
     }
     return uct_rc_gdr_ep_is_connected_to(ep, dev_addr, ep_addr);
 }
+#endif
 
 
+#if RC_GDR_UCX_HAVE_IFACE_IS_REACHABLE_V2
 static int
 uct_rc_gdr_glue_iface_is_reachable_v2(
         const uct_iface_h iface, const uct_iface_is_reachable_params_t *params)
@@ -195,6 +214,7 @@ uct_rc_gdr_glue_iface_is_reachable_v2(
     }
     return reachable;
 }
+#endif
 
 
 ucs_status_t uct_rc_gdr_glue_mpool_init(ucs_mpool_t *mp, size_t elem_size,
@@ -217,7 +237,7 @@ ucs_status_t uct_rc_gdr_glue_mpool_init(ucs_mpool_t *mp, size_t elem_size,
 }
 
 
-/* 1.16 and later: names carry a priority; the IB device names its NIC at 20,
+/* 1.14 and later: names carry a priority; the IB device names its NIC at 20,
  * the CUDA md its GPUs at 10, and the higher one stays */
 void uct_rc_gdr_glue_sys_dev_set_name(ucs_sys_device_t sys_dev,
                                       const char *name, int nic)

@@ -1,16 +1,19 @@
 /*
- * rc_gdr glue for UCX 1.16 - 1.21: copies rc_gdr's capabilities and answers
+ * rc_gdr glue for UCX 1.14 - 1.21: copies rc_gdr's capabilities and answers
  * into this generation's structs, and lays out its tables.
  *
- * Since 1.14/1.16: md attributes v2, mem_reg and mkey_pack take parameter
- * structs (mkey_pack also address and length), the md ops lost
- * is_sockaddr_accessible for mem_attach, seven internal iface ops
- * (connect_to_ep v2, is_reachable v2, ep_is_connected), rkey_compare in the
- * component, ucs_mpool_init takes a parameter struct.
+ * Since 1.14: md attributes v2, mem_reg and mkey_pack take parameter
+ * structs, the md ops gained mem_attach, the internal iface ops
+ * connect_to_ep v2, ucs_mpool_init takes a parameter struct, the pool
+ * knobs a chunk size and growth factor, system device names a priority.
  * Within the generation, each found by configure (RC_GDR_UCX_HAVE_*), not by
- * release number: gva_mem_types (1.18), the address lengths of is_reachable
- * (1.18), the parameters of rkey_unpack (1.19), iface_query_v2 with the
- * device memory element ops (1.20), the md's mem_elem_pack (1.21).
+ * release number: is_reachable v2 as an internal op (1.15); mkey_pack given
+ * the address and length, is_sockaddr_accessible gone from the md ops,
+ * ep_is_connected, rkey_compare in the component (1.16); gva_mem_types and
+ * the address lengths of is_reachable (1.18), the parameters of rkey_unpack
+ * (1.19), iface_query_v2 with the device memory element ops (1.20, gone
+ * again in 1.21), the md's mem_elem_pack and ep_invalidate with a parameter
+ * struct (1.21).
  */
 
 #if RC_GDR_UCX_HAVE_GVA_MEM_TYPES
@@ -95,10 +98,19 @@ uct_rc_gdr_glue_rkey_unpack(uct_component_t *component,
 #endif
 
 
+#if RC_GDR_UCX_HAVE_EP_INVALIDATE_PARAMS
+static ucs_status_t
+uct_rc_gdr_glue_ep_invalidate(uct_ep_h ep,
+                              const uct_ep_invalidate_params_t *params)
+{
+    return uct_rc_gdr_ep_invalidate(ep, 0);
+}
+#else
 static ucs_status_t uct_rc_gdr_glue_ep_invalidate(uct_ep_h ep, unsigned flags)
 {
     return uct_rc_gdr_ep_invalidate(ep, flags);
 }
+#endif
 
 
 #if RC_GDR_UCX_HAVE_IFACE_QUERY_V2
@@ -134,6 +146,10 @@ uct_md_ops_t uct_rc_gdr_md_ops = {
     .mkey_pack          = uct_rc_gdr_glue_mkey_pack,
     .mem_attach         = (uct_md_mem_attach_func_t)
                               ucs_empty_function_return_unsupported,
+#if RC_GDR_UCX_HAVE_MD_IS_SOCKADDR_ACCESSIBLE
+    .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)
+                                  ucs_empty_function_return_zero_int,
+#endif
     .detect_memory_type = uct_rc_gdr_md_detect_memory_type,
 #if RC_GDR_UCX_HAVE_MD_MEM_ELEM_PACK
     .mem_elem_pack      = (uct_md_mem_elem_pack_func_t)
@@ -152,8 +168,12 @@ uct_iface_internal_ops_t uct_rc_gdr_iface_internal_ops = {
                                  ucs_empty_function_return_unsupported,
     .ep_invalidate         = uct_rc_gdr_glue_ep_invalidate,
     .ep_connect_to_ep_v2   = uct_rc_gdr_glue_connect_to_ep_v2,
+#if RC_GDR_UCX_HAVE_IFACE_IS_REACHABLE_V2
     .iface_is_reachable_v2 = uct_rc_gdr_glue_iface_is_reachable_v2,
+#endif
+#if RC_GDR_UCX_HAVE_EP_IS_CONNECTED
     .ep_is_connected       = uct_rc_gdr_glue_ep_is_connected,
+#endif
 #if RC_GDR_UCX_HAVE_IFACE_MEM_ELEMENT_PACK
     .iface_mem_element_pack = (uct_iface_mem_element_pack_func_t)
                                   ucs_empty_function_return_unsupported,
@@ -176,7 +196,9 @@ uct_component_t uct_rc_gdr_component = {
                               ucs_empty_function_return_unsupported,
     .rkey_release       = (uct_component_rkey_release_func_t)
                               ucs_empty_function_return_success,
+#if RC_GDR_UCX_HAVE_RKEY_COMPARE
     .rkey_compare       = uct_rc_gdr_glue_rkey_compare,
+#endif
     .md_config          = {
         .name           = "rc_gdr memory domain",
         .prefix         = UCT_RC_GDR_CONFIG_PREFIX,
