@@ -334,7 +334,6 @@ static int uct_rc_gdr_iface_is_reachable(const uct_iface_h tl_iface,
 }
 
 
-/* Exported for tests: see rc_gdr_iface.h */
 /* Every live interface of the process, for uct_rc_gdr_dev_stats_query */
 static UCS_LIST_HEAD(uct_rc_gdr_iface_all);
 static pthread_mutex_t uct_rc_gdr_iface_all_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -352,6 +351,7 @@ static int uct_rc_gdr_iface_stats_size_check(const uct_rc_gdr_iface_stats_t
 }
 
 
+/* Exported for tests: see rc_gdr_iface.h */
 ucs_status_t uct_rc_gdr_dev_stats_query(const char *dev_name,
                                         uct_rc_gdr_iface_stats_t *stats)
 {
@@ -391,6 +391,7 @@ ucs_status_t uct_rc_gdr_dev_stats_query(const char *dev_name,
 }
 
 
+/* Exported for tests: see rc_gdr_iface.h */
 ucs_status_t uct_rc_gdr_iface_stats_query(uct_iface_h tl_iface,
                                           uct_rc_gdr_iface_stats_t *stats)
 {
