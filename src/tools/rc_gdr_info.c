@@ -3,6 +3,7 @@
  * "why is GDR off?" has an answer before any application runs.
  *
  *   rc_gdr_info [--json] [--require-gdr] [--sysfs ROOT]
+ *   rc_gdr_info --nearest-nics GPU
  *
  * Beside the chain, the limits on registrations it records as evidence:
  * the locked-memory limit, each NIC's MR count limit, each GPU's BAR1
@@ -11,8 +12,13 @@
  * ordering; and the GPU x NIC matrix at a glance, as `nvidia-smi topo -m`
  * shows it (distance class and the lane of each direction).
  *
+ * --nearest-nics prints only a GPU's nearest NICs, as UCX_NET_DEVICES takes
+ * them, for a launcher that gives each rank the NICs of its own GPU where
+ * UCP would not choose them itself (README, multi-GPU nodes).
+ *
  * Exit status: 0; 1 for bad usage or configuration; 2 with --require-gdr
- * when no pair can use GDR.
+ * when no pair can use GDR; 3 with --nearest-nics when no such GPU, or no
+ * NIC's distance to it is known.
  */
 
 #ifdef HAVE_CONFIG_H
@@ -48,6 +54,7 @@
 
 #define RC_GDR_INFO_EXIT_USAGE     1
 #define RC_GDR_INFO_EXIT_NO_GDR    2
+#define RC_GDR_INFO_EXIT_NO_NEAREST 3
 
 #define RC_GDR_INFO_KNOB_RELAXED_ORDERING "UCX_RC_GDR_PCI_RELAXED_ORDERING"
 
@@ -79,6 +86,8 @@ typedef struct rc_gdr_info {
     const char               *sysfs_root;
     int                      json;
     int                      require_gdr;
+    const char               *nearest_of;  /* --nearest-nics GPU, or NULL:
+                                              print that alone */
     uct_rc_gdr_gate_config_t config;
     unsigned                 num_gpus;
     rc_gdr_info_gpu_t        gpus[RC_GDR_INFO_MAX_GPUS];
@@ -95,14 +104,18 @@ static void rc_gdr_info_usage(FILE *stream)
 {
     fprintf(stream,
             "Usage: rc_gdr_info [--json] [--require-gdr] [--sysfs ROOT]\n"
+            "       rc_gdr_info --nearest-nics GPU [--sysfs ROOT]\n"
             "Print, for every GPU x RDMA NIC pair, whether rc_gdr would use\n"
             "GPUDirect RDMA or the host bounce lane, and the evidence.\n"
             "  --json         one JSON document on stdout\n"
             "  --require-gdr  as %s=gdr; exit %d when no pair has GDR\n"
             "  --sysfs ROOT   read sysfs below ROOT (default /sys)\n"
+            "  --nearest-nics GPU  only the NICs nearest GPU (a CUDA ordinal,\n"
+            "                 GPU<N> or a PCI address), as UCX_NET_DEVICES\n"
+            "                 takes them; exit %d when none is known\n"
             "The %s* variables apply as they would in a UCX process.\n",
             UCT_RC_GDR_KNOB_REQUIRE, RC_GDR_INFO_EXIT_NO_GDR,
-            "UCX_RC_GDR_");
+            RC_GDR_INFO_EXIT_NO_NEAREST, "UCX_RC_GDR_");
 }
 
 static int rc_gdr_info_parse_args(int argc, char **argv, rc_gdr_info_t *info)
@@ -111,13 +124,14 @@ static int rc_gdr_info_parse_args(int argc, char **argv, rc_gdr_info_t *info)
         {"json",        no_argument,       NULL, 'j'},
         {"require-gdr", no_argument,       NULL, 'r'},
         {"sysfs",       required_argument, NULL, 's'},
+        {"nearest-nics", required_argument, NULL, 'n'},
         {"help",        no_argument,       NULL, 'h'},
         {NULL, 0, NULL, 0}
     };
     int c;
 
     info->sysfs_root = "/sys";
-    while ((c = getopt_long(argc, argv, "jrs:h", options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "jrs:n:h", options, NULL)) != -1) {
         switch (c) {
         case 'j':
             info->json = 1;
@@ -127,6 +141,9 @@ static int rc_gdr_info_parse_args(int argc, char **argv, rc_gdr_info_t *info)
             break;
         case 's':
             info->sysfs_root = optarg;
+            break;
+        case 'n':
+            info->nearest_of = optarg;
             break;
         case 'h':
             rc_gdr_info_usage(stdout);
@@ -141,6 +158,12 @@ static int rc_gdr_info_parse_args(int argc, char **argv, rc_gdr_info_t *info)
         fprintf(stderr, "rc_gdr_info: unexpected argument '%s'\n",
                 argv[optind]);
         rc_gdr_info_usage(stderr);
+        return -1;
+    }
+
+    if ((info->nearest_of != NULL) && (info->json || info->require_gdr)) {
+        fprintf(stderr, "rc_gdr_info: --nearest-nics prints a list alone: "
+                "no --json or --require-gdr with it\n");
         return -1;
     }
 
@@ -751,7 +774,9 @@ static int rc_gdr_info_pair(const rc_gdr_info_t *info,
 
     uct_rc_gdr_gate_cell_set(cell, &result);
 
-    if (info->json) {
+    if (info->nearest_of != NULL) {
+        /* only the matrix's row is wanted */
+    } else if (info->json) {
         printf("%s", first ? "" : ", ");
         uct_rc_gdr_gate_print_json(&result, stdout);
     } else {
@@ -768,6 +793,36 @@ static int rc_gdr_info_pair(const rc_gdr_info_t *info,
     }
 
     return rc_gdr_info_has_gdr(&result);
+}
+
+/* The GPU --nearest-nics names: a CUDA ordinal ("0"), a name ("GPU0") or
+ * a PCI address, with or without its domain ("0000:17:00.0", "17:00.0") */
+static int rc_gdr_info_gpu_lookup(const rc_gdr_info_t *info, const char *which)
+{
+    const char *bdf;
+    char *end;
+    long ordinal;
+    unsigned g;
+
+    ordinal = strtol(which, &end, 10);
+    for (g = 0; g < info->num_gpus; ++g) {
+        bdf = info->gpus[g].bdf;
+        if (((*which != '\0') && (*end == '\0') &&
+             (info->gpus[g].ordinal >= 0) &&
+             (info->gpus[g].ordinal == ordinal)) ||
+            !strcasecmp(which, info->gpus[g].name) ||
+            !strcasecmp(which, bdf) ||
+            ((strlen(bdf) > 5) && !strcasecmp(which, bdf + 5))) {
+            return (int)g;
+        }
+    }
+    /* no CUDA driver: GPUs are numbered in PCI order, as their names say */
+    if ((*which != '\0') && (*end == '\0') && (ordinal >= 0) &&
+        (ordinal < (long)info->num_gpus) &&
+        (info->gpus[ordinal].ordinal < 0)) {
+        return (int)ordinal;
+    }
+    return -1;
 }
 
 /* UCX logs to stdout; the tool's stdout is its report (JSON with --json),
@@ -794,8 +849,8 @@ int main(int argc, char **argv)
     const char *nic_names[RC_GDR_INFO_MAX_NICS];
     uct_rc_gdr_gate_cell_t *cells = NULL;
     rc_gdr_info_t *info;
-    unsigned g, n, num_gdr = 0, num_pairs = 0;
-    int ret = 0;
+    unsigned g, n, num_gdr = 0, num_pairs = 0, first_gpu, end_gpu;
+    int ret = 0, nearest_gpu = -1;
 
     ucs_log_push_handler(rc_gdr_info_log_to_stderr);
     info = calloc(1, sizeof(*info));
@@ -827,7 +882,22 @@ int main(int argc, char **argv)
         uct_rc_gdr_limits_bar1(info->sysfs_root, info->gpus[g].bdf,
                                &info->gpus[g].bar1);
     }
-    rc_gdr_info_print_header(info);
+    if (info->nearest_of == NULL) {
+        rc_gdr_info_print_header(info);
+        first_gpu = 0;
+        end_gpu   = info->num_gpus;
+    } else {
+        nearest_gpu = rc_gdr_info_gpu_lookup(info, info->nearest_of);
+        if (nearest_gpu < 0) {
+            fprintf(stderr, "rc_gdr_info: no GPU '%s' here%s%s\n",
+                    info->nearest_of, info->no_gpu[0] ? ": " : "",
+                    info->no_gpu);
+            ret = RC_GDR_INFO_EXIT_NO_NEAREST;
+            goto out_free;
+        }
+        first_gpu = nearest_gpu;
+        end_gpu   = nearest_gpu + 1;
+    }
 
     cells = calloc(info->num_gpus * info->num_nics + 1, sizeof(*cells));
     if (cells == NULL) {
@@ -836,7 +906,7 @@ int main(int argc, char **argv)
         goto out_free;
     }
 
-    for (g = 0; g < info->num_gpus; ++g) {
+    for (g = first_gpu; g < end_gpu; ++g) {
         gpu_names[g] = info->gpus[g].name;
         for (n = 0; n < info->num_nics; ++n) {
             num_gdr += rc_gdr_info_pair(info, &info->gpus[g], &info->nics[n],
@@ -849,7 +919,17 @@ int main(int argc, char **argv)
         nic_names[n] = info->nics[n].column;
     }
 
-    if (info->json) {
+    if (info->nearest_of != NULL) {
+        if (uct_rc_gdr_gate_print_nearest(nic_names, info->num_nics,
+                                          &cells[nearest_gpu *
+                                                 info->num_nics],
+                                          stdout) == 0) {
+            fprintf(stderr, "rc_gdr_info: no NIC's distance to %s is known"
+                    "%s%s\n", info->gpus[nearest_gpu].name,
+                    info->no_nic[0] ? ": " : "", info->no_nic);
+            ret = RC_GDR_INFO_EXIT_NO_NEAREST;
+        }
+    } else if (info->json) {
         printf("], \"matrix\": ");
         uct_rc_gdr_gate_print_matrix_json(gpu_names, info->num_gpus,
                                           nic_names, info->num_nics, cells,

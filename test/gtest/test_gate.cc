@@ -757,6 +757,12 @@ TEST(test_rc_gdr_info, no_gpu_json_and_require) {
 
     EXPECT_EQ(2, run_tool(std::string("--require-gdr --sysfs ") + root, out));
     EXPECT_EQ(1, run_tool("--bogus", out));
+    /* --nearest-nics: a GPU not here is exit 3 and nothing on stdout, for
+     * a launcher's $(...); with --json it is a usage error */
+    EXPECT_EQ(3, run_tool(std::string("--nearest-nics 0 --sysfs ") + root,
+                          out));
+    EXPECT_EQ("", out);
+    EXPECT_EQ(1, run_tool("--nearest-nics 0 --json", out));
 
     /* With the stand-in driver the GPUs come from CUDA, marked emulated,
      * and the JSON stays valid. */
@@ -907,4 +913,48 @@ TEST_F(test_rc_gdr_gate, matrix_of_two_sockets) {
     EXPECT_TRUE(contains(json, "{\"distance\": \"SYS\", \"nearest\": false, "
                                "\"nic_reads_gpu\": \"BOUNCE\""))
             << json;
+
+    /* rc_gdr_info --nearest-nics: each GPU's own NIC, as UCX_NET_DEVICES
+     * takes it */
+    for (unsigned g = 0; g < 2; ++g) {
+        stream = open_memstream(&text, &size);
+        ASSERT_TRUE(stream != NULL);
+        EXPECT_EQ(1u, uct_rc_gdr_gate_print_nearest(columns, 2, &cells[g * 2],
+                                                    stream));
+        fclose(stream);
+        EXPECT_EQ(std::string(columns[g]) + "\n", std::string(text, size));
+        free(text);
+    }
+}
+
+
+/* The nearest NICs of a row: every NIC at the smallest known distance, in
+ * the row's order, comma-separated; none when no distance is known. */
+TEST(test_rc_gdr_gate_matrix, nearest_nics_as_net_devices) {
+    const char *nics[] = {"mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_3:1"};
+    uct_rc_gdr_gate_cell_t row[4] = {};
+    char *text  = NULL;
+    size_t size = 0;
+    FILE *stream;
+
+    row[0].dist = UCT_RC_GDR_DIST_SYS;
+    row[1].dist = UCT_RC_GDR_DIST_PIX;
+    row[2].dist = UCT_RC_GDR_DIST_UNKNOWN;
+    row[3].dist = UCT_RC_GDR_DIST_PIX;
+    stream = open_memstream(&text, &size);
+    ASSERT_TRUE(stream != NULL);
+    EXPECT_EQ(2u, uct_rc_gdr_gate_print_nearest(nics, 4, row, stream));
+    fclose(stream);
+    EXPECT_EQ("mlx5_1:1,mlx5_3:1\n", std::string(text, size));
+    free(text);
+
+    for (unsigned n = 0; n < 4; ++n) {
+        row[n].dist = UCT_RC_GDR_DIST_UNKNOWN;
+    }
+    stream = open_memstream(&text, &size);
+    ASSERT_TRUE(stream != NULL);
+    EXPECT_EQ(0u, uct_rc_gdr_gate_print_nearest(nics, 4, row, stream));
+    fclose(stream);
+    EXPECT_EQ("", std::string(text, size));
+    free(text);
 }

@@ -17,8 +17,16 @@
  * "verification: PASSED" or "FAILED"; the program exits non-zero when any
  * byte differs on either rank. Counting results is the runner's (one check
  * per run), so these lines say PASS or FAIL nowhere.
+ *
+ * MPI_VERIFY_NIC_BYTES=DEV[,DEV...] ("rxe0:1,rxe1:1"): after the
+ * point-to-point exchanges each rank prints the zero-copy bytes rc_gdr's
+ * interfaces on each device started in this process, and of those the
+ * bytes staged through host memory (the bounce lane), from rc_gdr's own
+ * counters (uct_rc_gdr_dev_stats_query), so a runner can tell which NIC and
+ * lane carried a rank's rendezvous without reading UCX's logs.
  */
 
+#define _GNU_SOURCE /* RTLD_DEFAULT */
 #include <mpi.h>
 
 #include <dlfcn.h>
@@ -45,6 +53,7 @@ static struct {
     int  (*dtoh)(void*, uintptr_t, size_t);
 } cu;
 static int g_gpu;
+static int g_gpu_ordinal;
 
 
 static void gpu_init(void)
@@ -73,6 +82,7 @@ static void gpu_init(void)
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
         ordinal = rank % atoi(per_rank);
     }
+    g_gpu_ordinal = ordinal;
     if (!cu.init || !cu.dtoh || cu.init(0) || cu.device_get(&dev, ordinal) ||
         cu.ctx_retain(&ctx, dev) || cu.ctx_set(ctx)) {
         fprintf(stderr, "mpi_verify: --gpu: CUDA driver not usable\n");
@@ -228,6 +238,63 @@ static int run_threads(int rank)
 }
 
 
+/* uct_rc_gdr_iface_stats_t (rc_gdr_iface.h) is versioned by size, all
+ * uint64_t, fields only appended: "size" first, bounce_staged_bytes the 8th,
+ * rma_zcopy_bytes the 26th. Looked up at run time: UCX loads the module. */
+#define NIC_STATS_FIELDS        26
+#define NIC_STATS_STAGED_IDX    7
+#define NIC_STATS_RMA_ZCOPY_IDX 25
+
+static void print_nic_bytes(int rank, const char *phase)
+{
+    typedef int (*query_func_t)(const char*, uint64_t*);
+    const char *list = getenv("MPI_VERIFY_NIC_BYTES");
+    uint64_t stats[NIC_STATS_FIELDS];
+    char devs[256], line[1024], *dev, *save;
+    query_func_t query;
+    size_t len;
+
+    if ((list == NULL) || (*list == '\0')) {
+        return;
+    }
+    *(void**)&query = dlsym(RTLD_DEFAULT, "uct_rc_gdr_dev_stats_query");
+    if (query == NULL) {
+        printf("rank %d: no uct_rc_gdr_dev_stats_query in this process\n",
+               rank);
+        return;
+    }
+    snprintf(devs, sizeof(devs), "%s", list);
+    len = (size_t)snprintf(line, sizeof(line), "rank %d GPU%d %s:", rank,
+                           g_gpu_ordinal, phase);
+    for (dev = strtok_r(devs, ",", &save); dev != NULL;
+         dev = strtok_r(NULL, ",", &save)) {
+        memset(stats, 0, sizeof(stats));
+        stats[0] = sizeof(stats);
+        if (query(dev, stats) != 0) {
+            /* no interface there: nothing moved */
+            memset(stats, 0, sizeof(stats));
+        } else if (stats[0] < sizeof(stats)) {
+            printf("rank %d: rc_gdr's counters lack rma_zcopy_bytes\n",
+                   rank);
+            return;
+        }
+        len += (size_t)snprintf(line + len, sizeof(line) - len,
+                                " %s %llu B (%llu staged),", dev,
+                                (unsigned long long)
+                                stats[NIC_STATS_RMA_ZCOPY_IDX],
+                                (unsigned long long)
+                                stats[NIC_STATS_STAGED_IDX]);
+        if (len >= sizeof(line)) {
+            len = sizeof(line) - 1;
+            break;
+        }
+    }
+    printf("%.*s (zero-copy bytes from rc_gdr's counters)\n",
+           (int)(len - 1), line);
+    fflush(stdout);
+}
+
+
 int main(int argc, char **argv)
 {
     unsigned char *sbuf, *rbuf, *win_buf, *host, *check;
@@ -288,6 +355,7 @@ int main(int argc, char **argv)
                      MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         all_bad += verify_exchange(rbuf, check, size, rank, "sendrecv");
     }
+    print_nic_bytes(rank, "point-to-point");
 
     /* One-sided: each rank puts its pattern into the peer's window, then
      * reads the peer's pattern back with a get. */

@@ -6,11 +6,13 @@
 # driver reports its address). Shows what UCP is given: each rc_gdr device's
 # system device (ucx_info -d, beside rc_verbs'), the GPU x NIC matrix with
 # each GPU's nearest NIC, and what UCP does with it: a GPU's rendezvous
-# favours its own NIC. Prints PASS/FAIL lines; exits non-zero on a failure.
+# favours its own NIC; pinned by `rc_gdr_info --nearest-nics`, each MPI
+# rank's rendezvous runs on its own GPU's NIC alone. Prints PASS/FAIL lines;
+# exits non-zero on a failure.
 #
 set -uo pipefail
 
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 . contrib/env.sh "${RC_GDR_BUILD:-build}" > /dev/null || exit 2
 B=$RC_GDR_BUILD
 PASSED=0
@@ -89,17 +91,54 @@ ucp_lane_per_gpu() {
         -x UCX_PROTO_INFO=y -x UCX_MAX_RNDV_RAILS=2 -x UCX_RNDV_THRESH=0 \
         -x UCX_MEMTYPE_CACHE=n -x RC_GDR_CUDA_LIBRARY \
         -x RC_GDR_FAKE_CUDA_DEVICES -x RC_GDR_FAKE_CUDA_PCI_BUS_ID \
-        -x MPI_VERIFY_GPU_PER_RANK=2 \
+        -x MPI_VERIFY_GPU_PER_RANK=2 -x MPI_VERIFY_NIC_BYTES=rxe0:1,rxe1:1 \
         "$B/test/mpi/mpi_verify" --gpu 65536 1048576 ) > "$log" 2>&1 ||
         { tail -20 "$log"; return 1; }
     grep -A4 'rendezvous data fetch() into cuda/GPU' "$log" | grep -v '^--' |
         sed 's/^\[[^]]*\] \[[^]]*\] *//'
-    grep -E '^(ok|BAD|verification)' "$log"
     g0r0=$(lane_share "$log" GPU0 rxe0); g0r1=$(lane_share "$log" GPU0 rxe1)
     g1r0=$(lane_share "$log" GPU1 rxe0); g1r1=$(lane_share "$log" GPU1 rxe1)
+    grep -E '^(ok|BAD|verification|rank [01] GPU)' "$log"
     echo "GPU0: rxe0 ${g0r0:-?}%, rxe1 ${g0r1:-?}%; GPU1: rxe0 ${g1r0:-?}%, rxe1 ${g1r1:-?}%"
     grep -q '^verification: PASSED' "$log" &&
         [ "${g0r0:-0}" -gt "${g0r1:-100}" ] && [ "${g1r1:-0}" -gt "${g1r0:-100}" ]
+}
+
+# Each rank on its own GPU's NICs: UCP 1.13 picks an endpoint's rendezvous
+# rails when it connects, not per buffer (with one rail both ranks took
+# rxe0), so a node like this pins each rank, as a launcher does on such
+# nodes: UCX_NET_DEVICES from `rc_gdr_info --nearest-nics` of the rank's GPU
+# (README, multi-GPU nodes). Counted by rc_gdr's interfaces in each rank
+# (mpi_verify's MPI_VERIFY_NIC_BYTES): the rank's rendezvous (the receiver
+# fetches into its GPU) all on its own NIC, none staged (the GDR lane).
+nic_bytes() { # LOG RANK NIC: "ZCOPY STAGED" of RANK's rc_gdr on NIC
+    sed -n "s/^rank $2 GPU$2 point-to-point:.* $3:1 \([0-9]*\) B (\([0-9]*\) staged).*/\1 \2/p" "$1"
+}
+
+mpi_ranks_each_own_nic() {
+    local log=/tmp/pcie_pairs_mpi_pinned.out own far r
+    ( . contrib/env.sh --emulated-gpu "$B" > /dev/null &&
+      timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 \
+        --mca pml ucx --mca btl ^openib,ofi,uct --mca osc ucx \
+        --mca pml_ucx_tls any --mca pml_ucx_devices any \
+        -x UCX_TLS=rc_gdr,ud_verbs:aux,self -x UCX_RNDV_THRESH=0 \
+        -x UCX_MEMTYPE_CACHE=n -x UCX_RC_GDR_MAX_DISTANCE \
+        -x RC_GDR_CUDA_LIBRARY -x RC_GDR_FAKE_CUDA_DEVICES \
+        -x RC_GDR_FAKE_CUDA_PCI_BUS_ID -x RC_GDR_FAKE_CUDA_PLACED \
+        -x MPI_VERIFY_GPU_PER_RANK=2 -x MPI_VERIFY_NIC_BYTES=rxe0:1,rxe1:1 \
+        bash -c 'nics=$("$0"/src/tools/rc_gdr_info --nearest-nics \
+                       "$OMPI_COMM_WORLD_LOCAL_RANK") || exit 3
+                 echo "rank $OMPI_COMM_WORLD_RANK: UCX_NET_DEVICES=$nics"
+                 UCX_NET_DEVICES=$nics exec "$0"/test/mpi/mpi_verify \
+                     --gpu 65536 1048576' "$B" ) > "$log" 2>&1 ||
+        { tail -20 "$log"; return 1; }
+    grep -E '^(ok|BAD|verification|rank [01])' "$log"
+    grep -q '^verification: PASSED' "$log" || return 1
+    for r in 0 1; do
+        own=$(nic_bytes "$log" $r "rxe$r"); far=$(nic_bytes "$log" $r "rxe$((1 - r))")
+        [ "${own% *}" -gt 0 ] 2> /dev/null && [ "${own#* }" = 0 ] &&
+            [ "$far" = "0 0" ] || return 1
+    done
 }
 
 # One gate per pair, used per buffer, in one process: rc_gdr's UCT suite
@@ -206,7 +245,9 @@ else
     # UCX_MAX_RNDV_RAILS=4: both of a GPU's own NICs, the larger share
     check pcie_pairs_ucp_rails_on_each_gpus_nics ucp_bytes_per_nic
 fi
-[ -n "$RAILS" ] ||
+if [ -z "$RAILS" ]; then
     check pcie_pairs_ucp_rendezvous_favours_each_gpus_nic ucp_lane_per_gpu
+    check pcie_pairs_mpi_each_rank_on_own_nic mpi_ranks_each_own_nic
+fi
 echo "$PASSED passed, $FAILED failed, 0 skipped"
 [ "$FAILED" = 0 ]

@@ -284,6 +284,17 @@ void uct_rc_gdr_gate_print_matrix(const char *const *gpus, unsigned num_gpus,
                                   FILE *stream);
 
 
+/**
+ * The NICs of one GPU's row marked '*' in the matrix (its nearest), comma
+ * separated as UCX_NET_DEVICES takes them ("mlx5_0:1,mlx5_1:1"), on one
+ * line. @return how many; none when no NIC's distance is known.
+ */
+unsigned uct_rc_gdr_gate_print_nearest(const char *const *nics,
+                                       unsigned num_nics,
+                                       const uct_rc_gdr_gate_cell_t *row,
+                                       FILE *stream);
+
+
 /** The matrix as one JSON object: {"gpus": [], "nics": [], "cells": [[]]} */
 void uct_rc_gdr_gate_print_matrix_json(const char *const *gpus,
                                        unsigned num_gpus,

@@ -362,6 +362,27 @@ void uct_rc_gdr_gate_print_matrix(const char *const *gpus, unsigned num_gpus,
           "pinned host staging; none = refused\n", stream);
 }
 
+unsigned uct_rc_gdr_gate_print_nearest(const char *const *nics,
+                                       unsigned num_nics,
+                                       const uct_rc_gdr_gate_cell_t *row,
+                                       FILE *stream)
+{
+    uct_rc_gdr_dist_t nearest = uct_rc_gdr_gate_row_nearest(row, num_nics);
+    unsigned n, count = 0;
+
+    if (nearest == UCT_RC_GDR_DIST_UNKNOWN) {
+        return 0;
+    }
+    for (n = 0; n < num_nics; ++n) {
+        if (row[n].dist == nearest) {
+            fprintf(stream, "%s%s", (count > 0) ? "," : "", nics[n]);
+            ++count;
+        }
+    }
+    fputs("\n", stream);
+    return count;
+}
+
 void uct_rc_gdr_gate_print_matrix_json(const char *const *gpus,
                                        unsigned num_gpus,
                                        const char *const *nics,
