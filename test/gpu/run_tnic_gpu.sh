@@ -9,19 +9,22 @@
 # memory is what contrib/site/validate-site.sh checks at a site.
 #
 # Usage: test/gpu/run_tnic_gpu.sh -b BUILD [-c CUDA_BUILD -l CUDA_UCX_LIB]
+#                                  [-s SECTIONS]
 #   -b BUILD       rc_gdr built against the UCX this machine runs (here:
 #                  build-1.16.0 for Ubuntu's stock 1.16.0), with `make check`
 #   -c CUDA_BUILD  rc_gdr built against a CUDA build of UCX (build-1.22.0-cuda)
 #   -l LIB         that UCX's libraries (ucx_perftest with -m cuda)
+#   -s SECTIONS    only these, comma-separated: chain, tnic, uct, mpi,
+#                  perftest (all; a machine's time may not hold them all)
 # Prints PASS/FAIL/SKIP lines, each saying STAND-IN NIC and REAL GPU, and
 # "N passed, N failed, N skipped"; exits non-zero when a check fails.
 #
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-B=""; CB=""; CLIB=""
-while getopts b:c:l: opt; do
+cd "$(dirname "$0")/../.." || exit 2
+B=""; CB=""; CLIB=""; SECTIONS=chain,tnic,uct,mpi,perftest
+while getopts b:c:l:s: opt; do
     case $opt in
-    b) B=$OPTARG ;; c) CB=$OPTARG ;; l) CLIB=$OPTARG ;;
+    b) B=$OPTARG ;; c) CB=$OPTARG ;; l) CLIB=$OPTARG ;; s) SECTIONS=$OPTARG ;;
     *) sed -n '2,20p' "$0"; exit 2 ;;
     esac
 done
@@ -46,6 +49,13 @@ check() { # name cmd...
 }
 
 skip() { echo "SKIP $1: $2"; SKIPPED=$((SKIPPED + 1)); }
+
+# section NAME: whether -s asked for it (else one SKIP line says so)
+section() {
+    [[ ,$SECTIONS, == *,$1,* ]] && return 0
+    skip "$1" "not asked for (-s $SECTIONS)"
+    return 1
+}
 
 # gtest_suite NAME BINARY FILTER [VAR=VALUE...]: one result per gtest test
 gtest_suite() {
@@ -106,33 +116,39 @@ export UCX_RC_GDR_MAX_DISTANCE=${UCX_RC_GDR_MAX_DISTANCE:-SYS}
 export LD_LIBRARY_PATH=$B/test/tnic/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 MOD=$B/src/uct/ib_gdr/.libs/libuct_ib_gdr.so
 
-echo "== the capability chain, the stand-in NIC on the real GPU"
-for cfg in "" "dmabuf:off" "dmabuf:off,peermem:off"; do
-    echo "-- RC_GDR_TNIC_FAULT='$cfg'"
-    RC_GDR_TNIC_FAULT=$cfg LD_PRELOAD=$MOD "$B/src/tools/rc_gdr_info" 2>&1 |
-        grep -E 'GPU0|tnic0 port|registration.mechanism|topo.distance|uses the' |
-        head -12
-done
+if section chain; then
+    echo "== the capability chain, the stand-in NIC on the real GPU"
+    for cfg in "" "dmabuf:off" "dmabuf:off,peermem:off"; do
+        echo "-- RC_GDR_TNIC_FAULT='$cfg'"
+        RC_GDR_TNIC_FAULT=$cfg LD_PRELOAD=$MOD "$B/src/tools/rc_gdr_info" 2>&1 |
+            grep -E 'GPU0|tnic0 port|registration.mechanism|topo.distance|uses the' |
+            head -12
+    done
+fi
 
-echo "== the stand-in's own suite on real GPU memory"
-gtest_suite tnic "$B/test/gtest/tnic/gtest_tnic" '*'
+if section tnic; then
+    echo "== the stand-in's own suite on real GPU memory"
+    gtest_suite tnic "$B/test/gtest/tnic/gtest_tnic" '*'
+fi
 
-echo "== rc_gdr's UCT and UCP suites on real GPU memory, per lane"
 UCT=$B/test/gtest/uct/gtest_rc_gdr_uct
-gtest_suite uct_host "$UCT" 'data.*:flush.*' \
-    LD_PRELOAD="$MOD" RC_GDR_DEV_A=tnic0:1 RC_GDR_DEV_B=tnic1:1
-for lane in dmabuf: peermem:dmabuf:off bounce:dmabuf:off,peermem:off; do
-    name=${lane%%:*}; spec=${lane#*:}
-    # UCX_MEMTYPE_CACHE=n: this UCX has no CUDA module, so its memory-type
-    # cache (read when libucs loads) calls CUDA memory host and UCX's ib md
-    # would register it as host pages; without the cache UCP asks the mds
-    gtest_suite "uct_gpu_$name" "$UCT" 'gpu.*:memtypes.*' \
-        LD_PRELOAD="$MOD" RC_GDR_DEV_A=tnic0:1 RC_GDR_DEV_B=tnic1:1 \
-        UCX_MEMTYPE_CACHE=n \
-        RC_GDR_TNIC_FAULT="$spec" UCX_LOG_LEVEL=info
-    grep -E 'GPU memory registered|registration' "$LOG/uct_gpu_$name.log" |
-        sort | uniq -c | head -5
-done
+if section uct; then
+    echo "== rc_gdr's UCT and UCP suites on real GPU memory, per lane"
+    gtest_suite uct_host "$UCT" 'data.*:flush.*' \
+        LD_PRELOAD="$MOD" RC_GDR_DEV_A=tnic0:1 RC_GDR_DEV_B=tnic1:1
+    for lane in dmabuf: peermem:dmabuf:off bounce:dmabuf:off,peermem:off; do
+        name=${lane%%:*}; spec=${lane#*:}
+        # UCX_MEMTYPE_CACHE=n: this UCX has no CUDA module, so its memory-type
+        # cache (read when libucs loads) calls CUDA memory host and UCX's ib md
+        # would register it as host pages; without the cache UCP asks the mds
+        gtest_suite "uct_gpu_$name" "$UCT" 'gpu.*:memtypes.*' \
+            LD_PRELOAD="$MOD" RC_GDR_DEV_A=tnic0:1 RC_GDR_DEV_B=tnic1:1 \
+            UCX_MEMTYPE_CACHE=n \
+            RC_GDR_TNIC_FAULT="$spec" UCX_LOG_LEVEL=info
+        grep -E 'GPU memory registered|registration' "$LOG/uct_gpu_$name.log" |
+            sort | uniq -c | head -5
+    done
+fi
 
 # A UCX without CUDA support (Ubuntu's) has no copy transport for GPU
 # memory: its memory-type cache calls CUDA memory host (UCX_MEMTYPE_CACHE=n
@@ -155,8 +171,10 @@ mpi_gpu() {
             grep -q '$want' $LOG/$name.log.mpi"
 }
 
-echo "== Open MPI $(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}'), 2 ranks, device buffers, the stock UCX"
-if command -v mpirun > /dev/null && [ -x "$B/test/mpi/mpi_verify" ]; then
+if ! section mpi; then
+    :
+elif command -v mpirun > /dev/null && [ -x "$B/test/mpi/mpi_verify" ]; then
+    echo "== Open MPI $(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}'), 2 ranks, device buffers, the stock UCX"
     for lane in dmabuf: bounce:dmabuf:off,peermem:off; do
         name=${lane%%:*}; spec=${lane#*:}
         mpi_gpu "mpi_gpu_buffers_$name" "^verification" \
@@ -177,8 +195,10 @@ else
     skip mpi_gpu_buffers "no mpirun or mpi_verify"
 fi
 
-echo "== ucx_perftest -m cuda, UCX built with CUDA"
-if [ -n "$CB" ] && [ -x "$CLIB/../bin/ucx_perftest" ]; then
+if ! section perftest; then
+    :
+elif [ -n "$CB" ] && [ -x "$CLIB/../bin/ucx_perftest" ]; then
+    echo "== ucx_perftest -m cuda, UCX built with CUDA"
     CB=$(cd "$CB" && pwd)
     PT=$CLIB/../bin/ucx_perftest
     # perf NAME ARGS...: server on tnic0, client on tnic1, data on rc_gdr
