@@ -35,8 +35,7 @@
 # rxevm-remote).
 set -uo pipefail
 
-cd "$(dirname "$0")/../.."
-ROOT=$PWD
+cd "$(dirname "$0")/../.." || exit 2
 TRANSPORTS="rc_gdr rc_verbs"
 
 # fault name -> netem spec (the netem faults)
@@ -107,6 +106,24 @@ hang_state() {
     rxevm-remote sh -c 'gdb -p $(pidof wire_check) -batch -ex "thread apply all bt"' >"$1.server.bt" 2>&1
 }
 
+# rxe_counts: "host counter value" lines of both hosts' soft-RoCE counters
+rxe_counts() {
+    local c=/sys/class/infiniband/rxe0/ports/1/hw_counters
+    (cd $c && grep . -- *) 2>/dev/null | sed 's/^/client /; s/:/ /'
+    # a killed host does not answer: bounded
+    timeout 10 rxevm-remote sh -c "cd $c && grep . -- *" 2>/dev/null |
+        sed 's/^/server /; s/:/ /'
+}
+
+# rxe_delta BEFORE AFTER: what each host's soft-RoCE counted during a cell
+# (packets, retransmissions, sequence errors, duplicates), non-zero only:
+# why one transport takes longer than another on the same lossy wire
+rxe_delta() {
+    awk 'NR == FNR { b[$1 " " $2] = $3; next }
+         { d = $3 - b[$1 " " $2]; if (d) printf "%s %s +%d\n", $1, $2, d }' \
+        "$1" "$2"
+}
+
 # wire_cell TL FAULT SECONDS_OR_ITERS [FAULT_CMD...]: one wire_check run;
 # FAULT_CMD runs in the background 5 s after the client starts (its start
 # time is the fault time). FAULT_AT=FILE: the fault time is in FILE instead
@@ -117,6 +134,7 @@ wire_cell() {
     UCX_TLS=$(tls_of "$tl") rxevm-remote timeout 400 "$WC" -s -p "$port" \
         -m 262144 >"$log.server" 2>&1 &
     local srv=$!
+    rxe_counts >"$log.rxe-before"
     t0=$(now)
     local fpid=""
     if [ $# -gt 0 ]; then
@@ -126,6 +144,9 @@ wire_cell() {
     UCX_TLS=$(tls_of "$tl") timeout 400 "$WC" -c "$PEER" -p "$port" -m 262144 \
         -w "${WATCH:-90}" -o "${MODE:-all}" $run >"$log" 2>&1
     rc=$?
+    rxe_counts >"$log.rxe-after"
+    rxe_delta "$log.rxe-before" "$log.rxe-after" >"$log.rxe-delta"
+    rm -f "$log.rxe-before" "$log.rxe-after"
     [ -z "$fpid" ] || wait "$fpid"
     [ -f "$log.fault_at" ] && tf=$(cat "$log.fault_at")
     [ -z "${FAULT_AT:-}" ] || tf=$(cat "$FAULT_AT")
