@@ -322,8 +322,7 @@ run_inside() {
 
     echo "== instructions per operation (callgrind), UCT ucx_perftest on" \
          "$DEVICE$( [ "$TNIC" = 0 ] || echo " (STAND-IN NIC, test/tnic)")"
-    echo "   kernel $(uname -r); UCX $(ucx_info -v 2>/dev/null |
-          sed -n 's/^# Version //p' | head -n1); $(valgrind --version)"
+    echo "   kernel $(uname -r); UCX $RC_GDR_UCX_VERSION; $(valgrind --version)"
     echo "   -s ${SIZE:-per case}, -n $N1 and $N2, -w 0; per op = (Ir(-n $N2) - Ir(-n $N1))" \
          "/ $(( N2 - N1 )), inclusive"
     for tl in "${TLS[@]}"; do

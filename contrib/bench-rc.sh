@@ -313,18 +313,20 @@ print_header() {
     if [ "$TNIC" = 1 ]; then
         echo "   STAND-IN NIC (test/tnic, $TNIC_LIB), native: kernel" \
              "$(uname -r), $(nproc) CPUs, load average" \
-             "$(cut -d' ' -f1-3 /proc/loadavg); UCX $(ucx_info -v 2>/dev/null |
-              sed -n 's/^# Version //p' | head -n1)"
+             "$(cut -d' ' -f1-3 /proc/loadavg); UCX $RC_GDR_UCX_VERSION"
     else
-        echo "   guest kernel $(uname -r), $(nproc) vCPU; UCX $(ucx_info -v 2>/dev/null |
-              sed -n 's/^# Version //p' | head -n1)"
+        echo "   guest kernel $(uname -r), $(nproc) vCPU; UCX $RC_GDR_UCX_VERSION"
     fi
     if [ -n "$BEFORE" ]; then
         echo "   loaded: before runs:   LD_PRELOAD=$BEFORE_PRELOAD"
     else
         echo "   loaded: rc_verbs runs: stock UCX, LD_PRELOAD=${BASE_PRELOAD:-(none)}"
     fi
-    echo "           rc_gdr runs:   LD_PRELOAD=$GDR_PRELOAD"
+    if [ -n "$GDR_PRELOAD" ]; then
+        echo "           rc_gdr runs:   LD_PRELOAD=$GDR_PRELOAD"
+    else # a UCX that finds the module by name (1.22 on)
+        echo "           rc_gdr runs:   UCX_PLUGIN_PATH=${UCX_PLUGIN_PATH:-}"
+    fi
     if [ ${#PIN_SERVER[@]} -gt 0 ]; then
         echo "   pinned: server on CPU ${PIN_SERVER[2]}, client on CPU ${PIN_CLIENT[2]}"
     else

@@ -28,7 +28,9 @@ fi
 echo "== $(date -u '+%F %H:%M UTC') $(uname -n):" \
      "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)," \
      "$(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "== UCX $(ucx_info -v | sed -n 's/^# Version //p' | head -1)"
+echo "== UCX $(ucx_info -v |
+             sed -n 's/^# \(Library version:\|Version\) *\([0-9.]*\).*/\2/p' |
+             head -n1)"
 
 if [ $# -gt 0 ]; then
     "$BENCH" "$@"

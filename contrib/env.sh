@@ -50,8 +50,10 @@ if [ -n "$RC_GDR_UCX_BINDIR" ]; then
     esac
 fi
 if [ -z "$RC_GDR_UCX_VERSION" ]; then
+    # "# Version 1.13.1" (1.13), "# Library version: 1.16.0" (1.16 on)
     RC_GDR_UCX_VERSION=$(ucx_info -v 2>/dev/null |
-                         sed -n 's/^# Version \([0-9.]*\).*/\1/p')
+                         sed -n 's/^# \(Library version:\|Version\) *\([0-9.]*\).*/\2/p' |
+                         head -n1)
 fi
 export RC_GDR_UCX_VERSION
 
