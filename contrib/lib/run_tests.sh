@@ -66,7 +66,7 @@ run_skip() {
 # (A TEST_P test's name has a '/', hence the '%' of the sed addresses, and
 # its FAILED line names its parameter.)
 run_suite() {
-    local wrap=() names=() notes=() name log rc out
+    local wrap=() names=() notes=() name log rc out unfinished=""
     while [ "$1" != -- ]; do wrap+=("$1"); shift; done
     shift
     while read -r name; do
@@ -109,9 +109,19 @@ run_suite() {
                         -e "[  FAILED  ] $name, where GetParam()" "$log"; then
                 sed -n "\%^\[ RUN      \] $name\$%,\%^\[  FAILED  \] $name[ ,]%p" \
                     "$log" | sed 's/^/    | /' | tail -60
-            else
+            elif [ -z "$unfinished" ]; then
+                unfinished=$name
                 echo "    | (exit status $rc; the test did not finish)"
-                sed 's/^/    | /' "$log" | tail -40
+                # the test's watchdog (uct_test_watchdog.cc) printed every
+                # thread's stack: all of it, else the end of the log
+                if grep -q '^WATCHDOG: ' "$log"; then
+                    sed -n "\%^\[ RUN      \] $name\$%,\$p" "$log" |
+                        sed 's/^/    | /' | head -400
+                else
+                    sed 's/^/    | /' "$log" | tail -40
+                fi
+            else
+                echo "    | (exit status $rc; did not run to its end: $unfinished did not finish)"
             fi
             FAILED=$((FAILED + 1))
         fi

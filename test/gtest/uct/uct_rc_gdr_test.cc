@@ -238,10 +238,14 @@ size_t uct_rc_gdr_pair_test::pair_buf_size() const
     return 65536;
 }
 
+/* uct_test_watchdog.cc */
+void uct_rc_gdr_test_watchdog_install();
+
 int main(int argc, char **argv)
 {
     /* A set-up wait is bounded too; line-buffered output survives a crash */
     uct_test_init("gtest_rc_gdr_uct", 30.0);
     testing::InitGoogleTest(&argc, argv);
+    uct_rc_gdr_test_watchdog_install();
     return RUN_ALL_TESTS();
 }
