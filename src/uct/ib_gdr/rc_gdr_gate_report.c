@@ -280,14 +280,21 @@ uct_rc_gdr_gate_row_nearest(const uct_rc_gdr_gate_cell_t *row,
     return nearest;
 }
 
+/* Whether a cell of a row is marked nearest ('*', "nearest": true, listed
+ * by --nearest-nics): at the row's smallest distance, when one is known */
+static int uct_rc_gdr_gate_is_nearest(const uct_rc_gdr_gate_cell_t *cell,
+                                      uct_rc_gdr_dist_t nearest)
+{
+    return (cell->dist == nearest) && (nearest != UCT_RC_GDR_DIST_UNKNOWN);
+}
+
 /* "PIX* dmabuf/bounce": distance, nearest mark, reads/writes lanes */
 static void uct_rc_gdr_gate_cell_str(const uct_rc_gdr_gate_cell_t *cell,
                                      uct_rc_gdr_dist_t nearest, char *buf,
                                      size_t max)
 {
     snprintf(buf, max, "%s%s %s/%s", uct_rc_gdr_topo_dist_name(cell->dist),
-             ((cell->dist == nearest) &&
-              (nearest != UCT_RC_GDR_DIST_UNKNOWN)) ? "*" : "",
+             uct_rc_gdr_gate_is_nearest(cell, nearest) ? "*" : "",
              uct_rc_gdr_gate_cell_lane_name(
                      cell->lane[UCT_RC_GDR_DIR_NIC_READS_GPU]),
              uct_rc_gdr_gate_cell_lane_name(
@@ -370,16 +377,15 @@ unsigned uct_rc_gdr_gate_print_nearest(const char *const *nics,
     uct_rc_gdr_dist_t nearest = uct_rc_gdr_gate_row_nearest(row, num_nics);
     unsigned n, count = 0;
 
-    if (nearest == UCT_RC_GDR_DIST_UNKNOWN) {
-        return 0;
-    }
     for (n = 0; n < num_nics; ++n) {
-        if (row[n].dist == nearest) {
+        if (uct_rc_gdr_gate_is_nearest(&row[n], nearest)) {
             fprintf(stream, "%s%s", (count > 0) ? "," : "", nics[n]);
             ++count;
         }
     }
-    fputs("\n", stream);
+    if (count > 0) {
+        fputs("\n", stream);
+    }
     return count;
 }
 
@@ -414,8 +420,8 @@ void uct_rc_gdr_gate_print_matrix_json(const char *const *gpus,
             fprintf(stream, "%s{\"distance\": \"%s\", \"nearest\": %s",
                     (n > 0) ? ", " : "",
                     uct_rc_gdr_topo_dist_name(row[n].dist),
-                    ((row[n].dist == nearest) &&
-                     (nearest != UCT_RC_GDR_DIST_UNKNOWN)) ? "true" : "false");
+                    uct_rc_gdr_gate_is_nearest(&row[n], nearest) ?
+                    "true" : "false");
             for (dir = 0; dir < UCT_RC_GDR_DIR_LAST; ++dir) {
                 fprintf(stream, ", \"%s\": \"%s\"",
                         uct_rc_gdr_gate_dir_keys[dir],
