@@ -45,7 +45,8 @@ Usage: contrib/bench-rc.sh [options]
                     (about 1-2 s each in the guest; warm-up is -n/10)
   --run-timeout S   limit for one ucx_perftest run, server and client (120)
   --no-pin          let the scheduler place server and client (default: server
-                    on CPU 0, client on CPU 1)
+                    on CPU 0, client on CPU 1; with --tnic and 4 CPUs or more,
+                    CPUs 0,1 and 2,3, for the stand-in's device thread)
   --port P          first TCP port; every run takes the next one (23000)
   --vm-timeout S    limit for the whole guest (default: from the run count)
   --cases LIST      only these cases, comma-separated (all)
@@ -207,10 +208,20 @@ setup_env() {
 # of the guest's two vCPUs, bandwidth halves for that run (measured: get
 # 64K ~140 MB/s apart, ~60 MB/s together), a 2x mode that swamps the
 # difference between transports; so each gets a vCPU of its own.
+# On the stand-in NIC each process also runs the device's own thread, which
+# executes the requests aimed at its memory; with a CPU each, it would take
+# turns with the polling loop. So with 4 CPUs or more each process gets two,
+# and the device thread never sleeps (RC_GDR_TNIC_SPIN, unless the caller
+# says otherwise): its wake-ups are otherwise the largest noise.
 setup_pinning() {
     PIN_SERVER=() PIN_CLIENT=()
     if [ "$PIN" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
-        PIN_SERVER=(taskset -c 0) PIN_CLIENT=(taskset -c 1)
+        if [ "$TNIC" = 1 ] && [ "$(nproc)" -ge 4 ]; then
+            PIN_SERVER=(taskset -c 0,1) PIN_CLIENT=(taskset -c 2,3)
+            export RC_GDR_TNIC_SPIN=${RC_GDR_TNIC_SPIN:-1}
+        else
+            PIN_SERVER=(taskset -c 0) PIN_CLIENT=(taskset -c 1)
+        fi
     fi
 }
 
@@ -314,6 +325,8 @@ print_header() {
         echo "   STAND-IN NIC (test/tnic, $TNIC_LIB), native: kernel" \
              "$(uname -r), $(nproc) CPUs, load average" \
              "$(cut -d' ' -f1-3 /proc/loadavg); UCX $RC_GDR_UCX_VERSION"
+        echo "   device thread: RC_GDR_TNIC_SPIN=${RC_GDR_TNIC_SPIN:-0}" \
+             "(1: never sleeps)"
     else
         echo "   guest kernel $(uname -r), $(nproc) vCPU; UCX $RC_GDR_UCX_VERSION"
     fi
