@@ -210,15 +210,14 @@ setup_env() {
 # difference between transports; so each gets a vCPU of its own.
 # On the stand-in NIC each process also runs the device's own thread, which
 # executes the requests aimed at its memory; with a CPU each, it would take
-# turns with the polling loop. So with 4 CPUs or more each process gets two,
-# and the device thread never sleeps (RC_GDR_TNIC_SPIN, unless the caller
-# says otherwise): its wake-ups are otherwise the largest noise.
+# turns with the polling loop, so with 4 CPUs or more each process gets two.
+# (A device thread that never sleeps was tried on the GPU machine's 16 cores:
+# latency three times worse, no narrower intervals; doc/MEASUREMENTS.md.)
 setup_pinning() {
     PIN_SERVER=() PIN_CLIENT=()
     if [ "$PIN" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
         if [ "$TNIC" = 1 ] && [ "$(nproc)" -ge 4 ]; then
             PIN_SERVER=(taskset -c 0,1) PIN_CLIENT=(taskset -c 2,3)
-            export RC_GDR_TNIC_SPIN=${RC_GDR_TNIC_SPIN:-1}
         else
             PIN_SERVER=(taskset -c 0) PIN_CLIENT=(taskset -c 1)
         fi
@@ -325,8 +324,6 @@ print_header() {
         echo "   STAND-IN NIC (test/tnic, $TNIC_LIB), native: kernel" \
              "$(uname -r), $(nproc) CPUs, load average" \
              "$(cut -d' ' -f1-3 /proc/loadavg); UCX $RC_GDR_UCX_VERSION"
-        echo "   device thread: RC_GDR_TNIC_SPIN=${RC_GDR_TNIC_SPIN:-0}" \
-             "(1: never sleeps)"
     else
         echo "   guest kernel $(uname -r), $(nproc) vCPU; UCX $RC_GDR_UCX_VERSION"
     fi

@@ -71,10 +71,6 @@ run_tnic_suite() {
     GT=$B/test/gtest/tnic/gtest_tnic run_suite -- '*:-tnic_cuda.*'
     GT=$B/test/gtest/tnic/gtest_tnic run_suite with_emulated_gpu -- \
         'tnic_cuda.*'
-    # the benchmarks' knob: the device thread polls and never sleeps
-    run_test tnic.device_thread_spins env RC_GDR_TNIC_SPIN=1 \
-        "$B/test/gtest/tnic/gtest_tnic" --gtest_color=no \
-        --gtest_filter=tnic.device_thread_sleeps_unless_spin
 }
 
 test_ucx_info_devices() {

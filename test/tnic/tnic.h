@@ -293,8 +293,6 @@ typedef struct tnic_proc {
     void                *registry;
     void                *inbox;
     int                 thread_started;
-    int                 spin;       /* RC_GDR_TNIC_SPIN: the thread never sleeps */
-    long                sleeps;     /* the thread's sleeps (atomic) */
     pthread_t           thread;
     /* objects */
     tnic_qp_t           **qps;      /* by QPN index */

@@ -1163,15 +1163,6 @@ static int tnic_engine_has_timers(void)
     return tnic_fabric_backlog_pending();
 }
 
-static inline void tnic_engine_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield" ::: "memory");
-#endif
-}
-
 static void *tnic_engine_thread(void *arg)
 {
     uint64_t next_timers_ns = 0, now;
@@ -1185,16 +1176,10 @@ static void *tnic_engine_thread(void *arg)
         now = tnic_time_ns();
         if (tnic_fabric_inbox_empty() && !tnic_fabric_backlog_pending() &&
             (now < next_timers_ns)) {
-            /* a short spin, then sleep: the machine may have few cores.
-             * A NIC's engine never sleeps, and a sleeping thread's wake-up
-             * is the stand-in's largest noise: with a core to spare per
-             * process, RC_GDR_TNIC_SPIN keeps it awake. */
-            if (tnic_proc.spin) {
-                tnic_engine_cpu_relax();
-            } else if (++idle < 32) {
+            /* a short spin, then sleep: the machine may have few cores */
+            if (++idle < 32) {
                 sched_yield();
             } else {
-                __atomic_add_fetch(&tnic_proc.sleeps, 1, __ATOMIC_RELAXED);
                 tnic_fabric_wait(timers ? 200000ull : 50000000ull);
                 idle = 0;
             }

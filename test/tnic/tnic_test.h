@@ -22,7 +22,6 @@ typedef struct tnic_test_counters {
     long     ahs;
     long     wrs;        /* posted and not yet completed, send and receive */
     uint64_t reg_bytes;  /* bytes under live registrations */
-    long     sleeps;     /* times the device thread slept on its inbox */
 } tnic_test_counters_t;
 
 /* 1: this process runs on the stand-in NIC */

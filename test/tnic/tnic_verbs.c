@@ -138,13 +138,6 @@ static void tnic_proc_init_once(void)
         n = TNIC_MAX_DEVICES;
     }
     tnic_proc.num_devices = n;
-
-    env = getenv("RC_GDR_TNIC_SPIN");
-    if ((env != NULL) && (strcmp(env, "0") != 0) && (strcmp(env, "1") != 0)) {
-        TNIC_LOG("RC_GDR_TNIC_SPIN=%s: want 0 or 1; the device thread "
-                 "sleeps when idle", env);
-    }
-    tnic_proc.spin = (env != NULL) && (strcmp(env, "1") == 0);
     /* the directory that path goes through (README.md: needs root once) */
     mkdir("/dev/infiniband", 0755);
     for (i = 0; i < n; ++i) {
@@ -2030,7 +2023,6 @@ void tnic_test_counters(tnic_test_counters_t *counters)
     counters->wrs       = tnic_proc.counters.wrs;
     counters->reg_bytes = tnic_proc.counters.reg_bytes;
     pthread_mutex_unlock(&tnic_proc.lock);
-    counters->sleeps    = __atomic_load_n(&tnic_proc.sleeps, __ATOMIC_RELAXED);
 }
 
 int tnic_test_fault_set(const char *spec)

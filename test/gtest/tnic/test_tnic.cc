@@ -121,37 +121,6 @@ TEST_F(tnic, unsignaled_complete_in_order)
     EXPECT_EQ(0, ibv_poll_cq(a.cq, 1, &wc));
 }
 
-/* An idle device thread sleeps on its inbox, unless RC_GDR_TNIC_SPIN=1
- * keeps it polling as a NIC's engine does (test/tnic/run.sh runs this test
- * both ways); either way the data arrives. */
-TEST_F(tnic, device_thread_sleeps_unless_spin)
-{
-    const char *spin = getenv("RC_GDR_TNIC_SPIN");
-    const bool expect_spin = (spin != nullptr) && (strcmp(spin, "1") == 0);
-    tnic_test_counters_t before, after;
-    struct timespec idle = {0, 300 * 1000 * 1000};
-    struct ibv_wc wc;
-
-    connect();
-    memset(a.buf.data(), 0x5a, 64);
-    ASSERT_EQ(0, post(a, IBV_WR_RDMA_WRITE, 1, a.buf.data(), 64, a.mr->lkey,
-                      raddr(b), b.mr->rkey));
-    ASSERT_TRUE(wait_wc(a, &wc));
-    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
-    EXPECT_EQ(0, memcmp(a.buf.data(), b.buf.data(), 64));
-
-    counters(&before);
-    nanosleep(&idle, nullptr);
-    counters(&after);
-    printf("STAND-IN NIC: RC_GDR_TNIC_SPIN=%s, %ld sleeps in 300 ms idle\n",
-           spin ? spin : "(unset)", after.sleeps - before.sleeps);
-    if (expect_spin) {
-        EXPECT_EQ(before.sleeps, after.sleeps);
-    } else {
-        EXPECT_LT(before.sleeps, after.sleeps);
-    }
-}
-
 TEST_F(tnic, sq_full_enomem_and_dropped_peer_retry_exceeded)
 {
     struct ibv_wc wc;
