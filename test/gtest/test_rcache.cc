@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <random>
@@ -1716,6 +1717,107 @@ TEST_F(rcache, threads) {
     EXPECT_EQ(s.nic_regs, s.nic_deregs);
     EXPECT_GT(s.invalidations, 0u);
     EXPECT_GT(s.hits, 0u);
+}
+
+
+/*
+ * A free hook never waits for the cache's lock. The thread inside mem_reg
+ * (ibv_reg_mr) may be waiting for a lock the freeing thread holds: the
+ * provider's device lock, a malloc arena. Here the registering thread waits
+ * for "device", which is let go only after the free returned or 10 s
+ * passed, so a free that waits fails the test instead of hanging it. The
+ * queued free is applied as the registering thread lets go of the cache.
+ */
+TEST_F(rcache, free_hook_queues_while_a_registration_waits) {
+    region_t *old = get_kept(0x50000, 0x1000);
+    std::promise<void> in_reg;
+    std::mutex device;
+    handle_t handle = 0;
+    bool returned;
+
+    put(old);                                  /* kept, unreferenced */
+    device.lock();
+    m_on_reg = [&](region_t *region) {
+        in_reg.set_value();
+        std::lock_guard<std::mutex> wait_for_device(device);
+    };
+    std::thread registrar([&]() {
+        EXPECT_EQ(UCS_OK, uct_rc_gdr_rcache_get(m_rcache, (void*)0x10000,
+                                                0x1000, host_key(), &handle));
+    });
+    in_reg.get_future().wait();
+
+    std::future<void> freed = std::async(std::launch::async, [this]() {
+        invalidate(0x50000, 0x1000);
+    });
+    returned = (freed.wait_for(std::chrono::seconds(10)) ==
+                std::future_status::ready);
+    device.unlock();
+    registrar.join();
+    freed.wait();
+    m_on_reg = nullptr;
+
+    EXPECT_TRUE(returned) << "the free waited for the registering thread";
+    EXPECT_FALSE(registered(old));             /* applied at its release */
+    uct_rc_gdr_rcache_stats_t s = stats();
+    EXPECT_EQ(1u, s.invalidations_queued);
+    EXPECT_EQ(1u, s.invalidations);
+    EXPECT_EQ(1u, s.entries);
+    check();
+
+    /* The freed range is registered anew, not served by the old region */
+    region_t *again = get(0x50000, 0x1000);
+    EXPECT_EQ(s.nic_regs + 1, stats().nic_regs);
+    EXPECT_TRUE(registered(again));
+    put(again);
+    EXPECT_EQ(UCS_OK, uct_rc_gdr_rcache_put(m_rcache, handle));
+}
+
+/* More frees than the queue holds, while a registration waits: the hook
+   that finds it full waits for room, and none is lost */
+TEST_F(rcache, free_hook_queue_full_loses_nothing) {
+    const unsigned n = 2 * UCT_RC_GDR_RCACHE_INV_MAX + 1;
+    std::vector<region_t*> kept;
+    std::promise<void> in_reg;
+    std::mutex device;
+    handle_t handle = 0;
+
+    for (unsigned i = 0; i < n; ++i) {
+        kept.push_back(get_kept(0x1000000 + i * 0x10000, 0x1000));
+        put(kept.back());
+    }
+
+    device.lock();
+    m_on_reg = [&](region_t *region) {
+        in_reg.set_value();
+        std::lock_guard<std::mutex> wait_for_device(device);
+    };
+    std::thread registrar([&]() {
+        EXPECT_EQ(UCS_OK, uct_rc_gdr_rcache_get(m_rcache, (void*)0x10000,
+                                                0x1000, host_key(), &handle));
+    });
+    in_reg.get_future().wait();
+
+    std::thread freeing([this, n]() {
+        for (unsigned i = 0; i < n; ++i) {
+            invalidate(0x1000000 + i * 0x10000, 0x1000);
+        }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    device.unlock();
+    registrar.join();
+    freeing.join();
+    m_on_reg = nullptr;
+
+    uct_rc_gdr_rcache_stats_t s = stats();
+    for (unsigned i = 0; i < n; ++i) {
+        EXPECT_FALSE(registered(kept[i])) << i;
+    }
+    EXPECT_EQ(n, s.invalidations);
+    EXPECT_GE(s.invalidations_queued, 1u);
+    EXPECT_EQ(1u, s.entries);
+    check();
+    EXPECT_EQ(UCS_OK, uct_rc_gdr_rcache_put(m_rcache, handle));
 }
 
 

@@ -16,6 +16,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,13 +60,54 @@ static struct {
 };
 
 
+static void uct_rc_gdr_rcache_inv_apply(uct_rc_gdr_rcache_t *rcache);
+
+/* Frees queued by memory hooks wait for this (uct_rc_gdr_rcache_t::inv) */
+static UCS_F_ALWAYS_INLINE int
+uct_rc_gdr_rcache_inv_pending(uct_rc_gdr_rcache_t *rcache)
+{
+    return __atomic_load_n(&rcache->inv_count, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* With the lock held: apply the queued frees, if any */
+static UCS_F_ALWAYS_INLINE void
+uct_rc_gdr_rcache_inv_check(uct_rc_gdr_rcache_t *rcache)
+{
+    if (ucs_unlikely(uct_rc_gdr_rcache_inv_pending(rcache))) {
+        uct_rc_gdr_rcache_inv_apply(rcache);
+    }
+}
+
+/* The holder calls the owner's mem_reg or mem_dereg (the provider), where a
+   memory hook must not wait for it (uct_rc_gdr_rcache_t::inv) */
+static UCS_F_ALWAYS_INLINE void
+uct_rc_gdr_rcache_provider_enter(uct_rc_gdr_rcache_t *rcache)
+{
+    __atomic_store_n(&rcache->in_provider, rcache->in_provider + 1,
+                     __ATOMIC_RELEASE);
+}
+
+static UCS_F_ALWAYS_INLINE void
+uct_rc_gdr_rcache_provider_leave(uct_rc_gdr_rcache_t *rcache)
+{
+    __atomic_store_n(&rcache->in_provider, rcache->in_provider - 1,
+                     __ATOMIC_RELEASE);
+}
+
+/* Every path that takes the lock applies the queued frees first, so no
+   lookup finds a region of freed memory */
 void uct_rc_gdr_rcache_lock(uct_rc_gdr_rcache_t *rcache)
 {
     uct_rc_gdr_lock_acquire(&rcache->lock);
+    uct_rc_gdr_rcache_inv_check(rcache);
 }
 
+/* ... and the outermost release applies what came meanwhile */
 void uct_rc_gdr_rcache_unlock(uct_rc_gdr_rcache_t *rcache)
 {
+    if (rcache->lock.depth == 0) {
+        uct_rc_gdr_rcache_inv_check(rcache);
+    }
     uct_rc_gdr_lock_release(&rcache->lock);
 }
 
@@ -436,7 +478,9 @@ static void uct_rc_gdr_rcache_region_dereg(uct_rc_gdr_rcache_t *rcache,
     ++rcache->stats.nic_deregs;
     ucs_debug("rcache %s: dereg " UCT_RC_GDR_RCACHE_REGION_FMT, rcache->name,
               UCT_RC_GDR_RCACHE_REGION_ARG(region));
+    uct_rc_gdr_rcache_provider_enter(rcache);
     rcache->ops->mem_dereg(rcache->arg, region);
+    uct_rc_gdr_rcache_provider_leave(rcache);
 }
 
 /* Release a region no lookup can find any more, and free it */
@@ -804,6 +848,7 @@ uct_rc_gdr_rcache_create(const uct_rc_gdr_rcache_params_t *params,
     size_t node_size;
     uct_rc_gdr_rcache_t *rcache;
     ucs_status_t status;
+    int ret;
 
     /* A hull's ends are less than a page (uct_rc_gdr_rcache_hull_t) */
     if (!ucs_is_pow2(params->page_size) ||
@@ -854,6 +899,14 @@ uct_rc_gdr_rcache_create(const uct_rc_gdr_rcache_params_t *params,
         goto err_free_name;
     }
 
+    ret = pthread_spin_init(&rcache->inv_lock, PTHREAD_PROCESS_PRIVATE);
+    if (ret != 0) {
+        ucs_error("rcache %s: pthread_spin_init() failed: %s", name,
+                  strerror(ret));
+        status = UCS_ERR_IO_ERROR;
+        goto err_free_dc;
+    }
+
     uct_rc_gdr_lock_init(&rcache->lock);
     ucs_list_head_init(&rcache->lru);
     ucs_list_head_init(&rcache->regions);
@@ -884,6 +937,8 @@ uct_rc_gdr_rcache_create(const uct_rc_gdr_rcache_params_t *params,
     *rcache_p = rcache;
     return UCS_OK;
 
+err_free_dc:
+    ucs_free(rcache->dc);
 err_free_name:
     ucs_free(rcache->name);
 err_free_rcache:
@@ -941,7 +996,9 @@ void uct_rc_gdr_rcache_destroy(uct_rc_gdr_rcache_t *rcache)
         ucs_free(block);
     }
 
-    uct_rc_gdr_rcache_unlock(rcache);
+    /* no hook is left to queue (the owner removed them): nothing to apply */
+    uct_rc_gdr_lock_release(&rcache->lock);
+    pthread_spin_destroy(&rcache->inv_lock);
     ucs_free(rcache->dc);
     ucs_free(rcache->name);
     ucs_free(rcache);
@@ -979,7 +1036,9 @@ uct_rc_gdr_rcache_region_create(uct_rc_gdr_rcache_t *rcache,
         region->flags |= UCT_RC_GDR_RCACHE_REGION_FLAG_RETAIN;
     }
 
+    uct_rc_gdr_rcache_provider_enter(rcache);
     status = rcache->ops->mem_reg(rcache->arg, region);
+    uct_rc_gdr_rcache_provider_leave(rcache);
     if (status != UCS_OK) {
         /* mem_reg decided and logged the error */
         uct_rc_gdr_rcache_region_forget(rcache, region);
@@ -1088,7 +1147,7 @@ uct_rc_gdr_rcache_get_slow(uct_rc_gdr_rcache_t *rcache, void *address,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    uct_rc_gdr_lock_acquire(&rcache->lock);
+    uct_rc_gdr_rcache_lock(rcache);
 
     if (!(key.flags & UCT_RC_GDR_RCACHE_GET_FLAG_SHARE)) {
         goto miss;
@@ -1147,7 +1206,7 @@ miss_init:
               UCT_RC_GDR_RCACHE_REGION_ARG(region));
 
 out_unlock:
-    uct_rc_gdr_lock_release(&rcache->lock);
+    uct_rc_gdr_rcache_unlock(rcache);
     return status;
 }
 
@@ -1195,6 +1254,7 @@ uct_rc_gdr_rcache_get(uct_rc_gdr_rcache_t *rcache, void *address,
 
     region = *uct_rc_gdr_rcache_dc_slot(rcache, addr_start);
     if (ucs_unlikely((region == NULL) || (rcache->free_refs == NULL) ||
+                     uct_rc_gdr_rcache_inv_pending(rcache) ||
                      ((region->flags &
                        (UCT_RC_GDR_RCACHE_REGION_FLAG_IN_TREE |
                         UCT_RC_GDR_RCACHE_REGION_FLAG_CONTESTED |
@@ -1256,9 +1316,9 @@ uct_rc_gdr_rcache_put_slow(uct_rc_gdr_rcache_t *rcache,
 {
     ucs_status_t status;
 
-    uct_rc_gdr_lock_acquire(&rcache->lock);
+    uct_rc_gdr_rcache_lock(rcache);
     status = uct_rc_gdr_rcache_put_locked(rcache, handle);
-    uct_rc_gdr_lock_release(&rcache->lock);
+    uct_rc_gdr_rcache_unlock(rcache);
     return status;
 }
 
@@ -1279,11 +1339,63 @@ ucs_status_t uct_rc_gdr_rcache_put(uct_rc_gdr_rcache_t *rcache,
     return status;
 }
 
+/* [start, end) was freed: its regions leave the cache, with the lock held */
+static void uct_rc_gdr_rcache_invalidate_locked(uct_rc_gdr_rcache_t *rcache,
+                                                uintptr_t start, uintptr_t end)
+{
+    uct_rc_gdr_rcache_region_t *list = NULL;
+
+    uct_rc_gdr_rcache_tree_overlap(rcache->root, start, end,
+                                   uct_rc_gdr_rcache_invalidate_visit, &list);
+    if (list != NULL) {
+        ucs_debug("rcache %s: memory [0x%lx..0x%lx) freed", rcache->name,
+                  start, end);
+        uct_rc_gdr_rcache_release(rcache, list);
+    }
+}
+
+/* The queue is taken whole, so that frees queued while it is applied (a
+   deregistration may free memory) wait for the next check, not for this
+   loop */
+static UCS_F_NOINLINE void
+uct_rc_gdr_rcache_inv_apply(uct_rc_gdr_rcache_t *rcache)
+{
+    uct_rc_gdr_rcache_inv_t inv[UCT_RC_GDR_RCACHE_INV_MAX];
+    unsigned i, count;
+
+    pthread_spin_lock(&rcache->inv_lock);
+    count = rcache->inv_count;
+    memcpy(inv, rcache->inv, count * sizeof(*inv));
+    __atomic_store_n(&rcache->inv_count, 0, __ATOMIC_RELAXED);
+    pthread_spin_unlock(&rcache->inv_lock);
+
+    rcache->stats.invalidations_queued += count;
+    for (i = 0; i < count; ++i) {
+        uct_rc_gdr_rcache_invalidate_locked(rcache, inv[i].start, inv[i].end);
+    }
+}
+
+/* Queue a free for the holder of the lock: 0 when the queue is full */
+static int uct_rc_gdr_rcache_inv_push(uct_rc_gdr_rcache_t *rcache,
+                                      uintptr_t start, uintptr_t end)
+{
+    unsigned count;
+
+    pthread_spin_lock(&rcache->inv_lock);
+    count = rcache->inv_count;
+    if (count < UCT_RC_GDR_RCACHE_INV_MAX) {
+        rcache->inv[count].start = start;
+        rcache->inv[count].end   = end;
+        __atomic_store_n(&rcache->inv_count, count + 1, __ATOMIC_RELEASE);
+    }
+    pthread_spin_unlock(&rcache->inv_lock);
+    return count < UCT_RC_GDR_RCACHE_INV_MAX;
+}
+
 void uct_rc_gdr_rcache_invalidate(uct_rc_gdr_rcache_t *rcache, void *address,
                                   size_t length)
 {
     uintptr_t start = (uintptr_t)address;
-    uct_rc_gdr_rcache_region_t *list = NULL;
     uintptr_t end;
 
     if (length == 0) {
@@ -1293,14 +1405,24 @@ void uct_rc_gdr_rcache_invalidate(uct_rc_gdr_rcache_t *rcache, void *address,
     /* A range running past the end of the address space means up to it */
     end = (length > UINTPTR_MAX - start) ? UINTPTR_MAX : start + length;
 
-    uct_rc_gdr_rcache_lock(rcache);
-    uct_rc_gdr_rcache_tree_overlap(rcache->root, start, end,
-                                   uct_rc_gdr_rcache_invalidate_visit, &list);
-    if (list != NULL) {
-        ucs_debug("rcache %s: memory [0x%lx..0x%lx) freed", rcache->name,
-                  start, end);
-        uct_rc_gdr_rcache_release(rcache, list);
+    /* Take the lock if free or ours. A holder inside the provider is never
+       waited for (uct_rc_gdr_rcache_t::inv): the free is queued, then the
+       lock tried once more in case the holder left before it looked. Any
+       other holder is waited for: its section is short, or it holds a
+       bounce target whose memory must outlive the copy. */
+    while (!uct_rc_gdr_lock_try(&rcache->lock)) {
+        if (__atomic_load_n(&rcache->in_provider, __ATOMIC_ACQUIRE) &&
+            uct_rc_gdr_rcache_inv_push(rcache, start, end)) {
+            if (uct_rc_gdr_lock_try(&rcache->lock)) {
+                uct_rc_gdr_rcache_unlock(rcache); /* applies it */
+            }
+            return;
+        }
+        sched_yield();
     }
+
+    uct_rc_gdr_rcache_inv_check(rcache);
+    uct_rc_gdr_rcache_invalidate_locked(rcache, start, end);
     uct_rc_gdr_rcache_unlock(rcache);
 }
 

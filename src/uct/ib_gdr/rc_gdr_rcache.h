@@ -141,6 +141,9 @@ typedef struct uct_rc_gdr_rcache_stats {
     uint64_t nic_deregs;    /* ops->mem_dereg calls */
     uint64_t invalidations; /* regions invalidated because memory was freed
                                or its buffer id changed */
+    uint64_t invalidations_queued; /* frees a memory hook queued because
+                               another thread held the cache, applied by
+                               the next operation */
     uint64_t evictions;     /* kept regions released to stay in limits */
     uint64_t lookup_steps;  /* tree nodes examined by get: O(log n) each
                                when few regions contain the request */
@@ -193,11 +196,18 @@ ucs_status_t uct_rc_gdr_rcache_put(uct_rc_gdr_rcache_t *rcache,
 
 /*
  * The memory [address, address + length) was freed: every region overlapping
- * it leaves the cache and its NIC registration is released now. Holders keep
- * their handles; their puts only free the region.
+ * it leaves the cache and its NIC registration is released. Holders keep
+ * their handles; their puts only free the region. For a memory hook: it
+ * never waits for a thread that holds the cache inside ops->mem_reg or
+ * mem_dereg; the free is queued then, and applied by that thread as it
+ * lets go, or by the next operation on the cache, always before any lookup.
+ * Any other holder is waited for.
  */
 void uct_rc_gdr_rcache_invalidate(uct_rc_gdr_rcache_t *rcache, void *address,
                                   size_t length);
+
+/* Frees the queue holds; a hook that finds it full waits for room */
+#define UCT_RC_GDR_RCACHE_INV_MAX 64
 
 
 /*

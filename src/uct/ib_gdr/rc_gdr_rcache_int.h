@@ -124,6 +124,13 @@ typedef struct uct_rc_gdr_rcache_block {
 typedef uct_rc_gdr_rcache_region_t *uct_rc_gdr_rcache_dc_slot_t;
 
 
+/* A freed range, page-rounded outwards */
+typedef struct uct_rc_gdr_rcache_inv {
+    uintptr_t start;
+    uintptr_t end;
+} uct_rc_gdr_rcache_inv_t;
+
+
 struct uct_rc_gdr_rcache {
     /*
      * One recursive lock around every operation. Recursive because
@@ -134,6 +141,21 @@ struct uct_rc_gdr_rcache {
      * so that a hit's two entries pay no atomic (rc_gdr_lock.h).
      */
     uct_rc_gdr_lock_t             lock;
+
+    /*
+     * Frees seen while another thread held the lock inside the provider.
+     * A memory hook never waits for a holder that is in ops->mem_reg or
+     * mem_dereg (ibv_reg_mr, ibv_dereg_mr): it may be waiting for a lock the
+     * freeing thread holds, such as the provider's device lock or a malloc
+     * arena (a deadlock seen on the stand-in NIC). The hook queues the range
+     * instead; whoever holds the lock next applies the queue before any
+     * lookup, and at its outermost release. Only a full queue makes such a
+     * hook wait. Other holders are waited for (uct_rc_gdr_rcache_invalidate).
+     */
+    unsigned                      in_provider; /* holder's depth in ops */
+    pthread_spinlock_t            inv_lock;
+    unsigned                      inv_count; /* read without inv_lock */
+    uct_rc_gdr_rcache_inv_t       inv[UCT_RC_GDR_RCACHE_INV_MAX];
 
     /*
      * The lookup structure: an AVL tree of regions keyed by (start, end,
