@@ -26,6 +26,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
@@ -290,6 +291,33 @@ protected:
     void check()
     {
         ASSERT_EQ(UCS_OK, uct_rc_gdr_rcache_check(m_rcache));
+    }
+
+    /*
+     * Locks @a device and starts a thread whose get of 0x10000 waits for it
+     * inside mem_reg, holding the cache, as a registration waits for a
+     * provider's lock; returns once it waits. Unlock @a device, join the
+     * thread, then clear m_on_reg.
+     */
+    std::thread registration_waiting_for(std::mutex &device,
+                                         handle_t *handle_p)
+    {
+        /* shared: the hook may still be in set_value() when we return */
+        auto in_reg = std::make_shared<std::promise<void> >();
+        std::future<void> waiting = in_reg->get_future();
+
+        device.lock();
+        m_on_reg = [in_reg, &device](region_t *region) {
+            in_reg->set_value();
+            std::lock_guard<std::mutex> wait_for_device(device);
+        };
+        std::thread registrar([this, handle_p]() {
+            EXPECT_EQ(UCS_OK, uct_rc_gdr_rcache_get(m_rcache, (void*)0x10000,
+                                                    0x1000, host_key(),
+                                                    handle_p));
+        });
+        waiting.wait();
+        return registrar;
     }
 
     static ucs_status_t mem_reg_cb(void *arg, region_t *region)
@@ -1730,22 +1758,12 @@ TEST_F(rcache, threads) {
  */
 TEST_F(rcache, free_hook_queues_while_a_registration_waits) {
     region_t *old = get_kept(0x50000, 0x1000);
-    std::promise<void> in_reg;
     std::mutex device;
     handle_t handle = 0;
     bool returned;
 
     put(old);                                  /* kept, unreferenced */
-    device.lock();
-    m_on_reg = [&](region_t *region) {
-        in_reg.set_value();
-        std::lock_guard<std::mutex> wait_for_device(device);
-    };
-    std::thread registrar([&]() {
-        EXPECT_EQ(UCS_OK, uct_rc_gdr_rcache_get(m_rcache, (void*)0x10000,
-                                                0x1000, host_key(), &handle));
-    });
-    in_reg.get_future().wait();
+    std::thread registrar = registration_waiting_for(device, &handle);
 
     std::future<void> freed = std::async(std::launch::async, [this]() {
         invalidate(0x50000, 0x1000);
@@ -1778,7 +1796,6 @@ TEST_F(rcache, free_hook_queues_while_a_registration_waits) {
 TEST_F(rcache, free_hook_queue_full_loses_nothing) {
     const unsigned n = 2 * UCT_RC_GDR_RCACHE_INV_MAX + 1;
     std::vector<region_t*> kept;
-    std::promise<void> in_reg;
     std::mutex device;
     handle_t handle = 0;
 
@@ -1787,16 +1804,7 @@ TEST_F(rcache, free_hook_queue_full_loses_nothing) {
         put(kept.back());
     }
 
-    device.lock();
-    m_on_reg = [&](region_t *region) {
-        in_reg.set_value();
-        std::lock_guard<std::mutex> wait_for_device(device);
-    };
-    std::thread registrar([&]() {
-        EXPECT_EQ(UCS_OK, uct_rc_gdr_rcache_get(m_rcache, (void*)0x10000,
-                                                0x1000, host_key(), &handle));
-    });
-    in_reg.get_future().wait();
+    std::thread registrar = registration_waiting_for(device, &handle);
 
     std::thread freeing([this, n]() {
         for (unsigned i = 0; i < n; ++i) {
