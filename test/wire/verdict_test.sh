@@ -5,7 +5,8 @@
 # fault each, and each must come out as it should: a hang, a cell that never
 # ran, bytes that differed, an error past its bound, a kill that was never
 # noticed each fail the run; rc_verbs' reference cells that do not hold are
-# skipped, not failed. Prints "PASS name" / "FAIL name: why" per case and
+# skipped, not failed, and so is a loss cell whose soft-RoCE QP gave up (an
+# error there; a hang still fails). Prints "PASS name" / "FAIL name: why" per case and
 # "N passed, N failed, N skipped".
 #
 set -uo pipefail
@@ -40,15 +41,17 @@ good_rows() {
     printf 'rc_gdr\thostkilled-idle-ka4s\twire_check\terror\tEndpoint timeout (idle_recv) after the fault\t6.9\n'
 }
 
-# check NAME RC "COUNTS" LINE_REGEX SED_SCRIPT: the good run changed by
-# SED_SCRIPT must end with exit status RC, the line "COUNTS" and a line
-# matching LINE_REGEX
+# check NAME RC "COUNTS" LINE_REGEX SED_SCRIPT [DELTA]: the good run changed
+# by SED_SCRIPT (and with DELTA as rc_gdr's loss1 cell's kernel counters)
+# must end with exit status RC, the line "COUNTS" and a line matching
+# LINE_REGEX
 check() {
-    local name=$1 want_rc=$2 counts=$3 line=$4 edit=$5 d rc
+    local name=$1 want_rc=$2 counts=$3 line=$4 edit=$5 delta=${6:-} d rc
     d=$TMP/$name
     mkdir -p "$d"
     cells >"$d/cells.tsv"
     good_rows | sed -E "$edit" >"$d/results.tsv"
+    [ -z "$delta" ] || printf '%b' "$delta" >"$d/rc_gdr.loss1.wire.rxe-delta"
     test/wire/run.sh --verdict "$d" >"$d/out" 2>&1
     rc=$?
     if [ "$rc" != "$want_rc" ]; then
@@ -74,6 +77,19 @@ check hang_fails 1 "10 passed, 1 failed, 0 skipped" \
 check error_under_loss_fails 1 "10 passed, 1 failed, 0 skipped" \
     '^FAIL wire\.rc_gdr\.loss1\.wire_check: expected completes byte-exact; got error' \
     's/^(rc_gdr\tloss1\twire_check)\t.*/\1\terror\tEndpoint timeout (get) after the fault\t9.0/'
+GAVE_UP='client completer_retry_err +17\nclient retry_exceeded_err +1\nserver rcvd_pkts +626\n'
+check loss_rxe_gave_up_skipped 0 "10 passed, 0 failed, 1 skipped" \
+    '^SKIP wire\.rc_gdr\.loss1\.wire_check: soft-RoCE gave up \(client retry_exceeded_err \+1' \
+    's/^(rc_gdr\tloss1\twire_check)\t.*/\1\terror\tEndpoint timeout (tag_echo), last answer 7.6 s before\t18.4/' \
+    "$GAVE_UP"
+check loss_rxe_gave_up_hang_fails 1 "10 passed, 1 failed, 0 skipped" \
+    '^FAIL wire\.rc_gdr\.loss1\.wire_check: expected completes byte-exact; got HANG' \
+    's/^(rc_gdr\tloss1\twire_check)\t.*/\1\tHANG\tnothing reported within the 90 s watch\t>99/' \
+    "$GAVE_UP"
+check loss_retries_without_giving_up_fail 1 "10 passed, 1 failed, 0 skipped" \
+    '^FAIL wire\.rc_gdr\.loss1\.wire_check: expected completes byte-exact; got error' \
+    's/^(rc_gdr\tloss1\twire_check)\t.*/\1\terror\tEndpoint timeout (tag_echo), last answer 7.6 s before\t18.4/' \
+    'client completer_retry_err +17\nclient rcvd_seq_err +4\n'
 check missing_cell_fails 1 "10 passed, 1 failed, 0 skipped" \
     '^FAIL wire\.rc_gdr\.hostkilled-idle-ka4s\.wire_check: .*got no result' \
     '/^rc_gdr\thostkilled-idle-ka4s/d'
