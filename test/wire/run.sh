@@ -471,6 +471,31 @@ verdict() {
     }' "$dir/results.tsv" "$dir/cells.tsv"
 }
 
+# kill_boot OUT: the host-kill cells' boot. When not every client was ready
+# before the kill, the pair's wire had failed while both hosts lived (seen
+# twice in CI: both kernels' QPs gave up on rc_gdr and rc_verbs alike, 8 s
+# into the clients' start) and the kill was not what the cells met: the
+# boot runs once more, the first try's rows and logs kept in kill-try1/.
+kill_boot() {
+    local out=$1 line
+    nice contrib/rxe-vm.sh --hosts 2 --rw "$out" --timeout 600 -- \
+        test/wire/run.sh --inside kill 2>&1 | tee "$out/kill.out.txt"
+    line=$(grep -E '^wire: [0-9]+ of [0-9]+ clients ready' "$out/kill.out.txt")
+    [[ $line =~ ^wire:\ ([0-9]+)\ of\ ([0-9]+) ]] || return 0
+    [ "${BASH_REMATCH[1]}" -lt "${BASH_REMATCH[2]}" ] || return 0
+    echo "wire: only ${BASH_REMATCH[1]} of ${BASH_REMATCH[2]} clients were" \
+         "ready before the kill: the wire failed while both hosts lived;" \
+         "the kill boot once more (the first try: $out/kill-try1/)"
+    mkdir -p "$out/kill-try1"
+    mv "$out"/*.hostkilled-* "$out/kill.out.txt" "$out/kill-try1/"
+    [ ! -e "$out/kill_at" ] || mv "$out/kill_at" "$out/kill-try1/"
+    awk -F'\t' '$2 ~ /^hostkilled/' "$out/results.tsv" >"$out/kill-try1/results.tsv"
+    awk -F'\t' '$2 !~ /^hostkilled/' "$out/results.tsv" >"$out/results.tsv.new" &&
+        mv "$out/results.tsv.new" "$out/results.tsv"
+    nice contrib/rxe-vm.sh --hosts 2 --rw "$out" --timeout 600 -- \
+        test/wire/run.sh --inside kill 2>&1 | tee "$out/kill.out.txt"
+}
+
 host_main() {
     local out="" ci=0 only="" rc=0 t0 t1 judge=""
     while [ $# -gt 0 ]; do
@@ -510,9 +535,7 @@ host_main() {
     [ -z "$(expected_cells link "$ci" $links)" ] ||
     nice contrib/rxe-vm.sh --hosts 2 --rw "$out" --timeout 900 -- \
         test/wire/run.sh --inside link $links 2>&1 | tee "$out/link.out.txt"
-    [ -z "$(expected_cells kill "$ci")" ] ||
-    nice contrib/rxe-vm.sh --hosts 2 --rw "$out" --timeout 600 -- \
-        test/wire/run.sh --inside kill 2>&1 | tee "$out/kill.out.txt"
+    [ -z "$(expected_cells kill "$ci")" ] || kill_boot "$out"
     t1=$(date +%s)
     print_table "$out/results.tsv" | tee "$out/table.txt"
     echo "wall time: $((t1 - t0)) s" | tee -a "$out/table.txt"
