@@ -314,10 +314,11 @@ static void *req_param_op(int op, void *buf, size_t size, uint64_t raddr,
 }
 
 
-/* The exchange fails instead of hanging when the peer host is gone. */
-static void sock_timeout(int fd)
+/* The exchange fails instead of hanging when the peer host is gone (on
+ * Linux the send timeout bounds connect() as well). */
+static void sock_timeout(int fd, int seconds)
 {
-    struct timeval tv = {.tv_sec = 60};
+    struct timeval tv = {.tv_sec = seconds};
 
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
@@ -328,7 +329,8 @@ static int tcp_connect(const char *host, int port)
 {
     struct addrinfo hints = {0}, *res;
     char port_s[16];
-    int fd, tries;
+    double deadline;
+    int fd;
 
     hints.ai_family   = AF_INET;
     hints.ai_socktype = SOCK_STREAM;
@@ -337,12 +339,15 @@ static int tcp_connect(const char *host, int port)
         fprintf(stderr, "wire_check: cannot resolve %s\n", host);
         return -1;
     }
-    /* the server may still be starting */
-    for (tries = 0; tries < 600; ++tries) {
+    /* the server may still be starting; a host that is gone answers no
+       SYN, and each connect() would wait minutes for it: 60 s in all */
+    deadline = now_s() + 60;
+    while (now_s() < deadline) {
         fd = socket(AF_INET, SOCK_STREAM, 0);
+        sock_timeout(fd, 5);
         if (connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
             freeaddrinfo(res);
-            sock_timeout(fd);
+            sock_timeout(fd, 60);
             return fd;
         }
         close(fd);
@@ -371,7 +376,7 @@ static int tcp_accept(int port)
     fd = accept(lfd, NULL, NULL);
     close(lfd);
     if (fd >= 0) {
-        sock_timeout(fd);
+        sock_timeout(fd, 60);
     }
     return fd;
 }
