@@ -389,9 +389,10 @@ print_table() {
 # host's last answer to any client, retime_kill). No byte may differ
 # anywhere. A loss cell whose soft-RoCE QP itself gave up (retry_exceeded_err
 # in the kernels' counters of the cell) did not test riding out loss: an
-# error there is skipped, a hang still fails. rc_gdr's cells decide; rc_verbs' are the reference, judged by
-# the same expectation without rc_gdr's bounds: PASS when they meet it,
-# SKIP (not a failure of the tier) when they do not.
+# error there is skipped, a hang still fails. rc_gdr's cells decide;
+# rc_verbs' are the reference, judged by the same expectation without
+# rc_gdr's bounds: PASS when they meet it, SKIP (not a failure of the tier)
+# when they do not.
 verdict() {
     local dir=$1
     echo "wire: the verdict: rc_gdr's cells decide; rc_verbs' cells are the" \
@@ -478,8 +479,9 @@ verdict() {
 # boot runs once more, the first try's rows and logs kept in kill-try1/.
 kill_boot() {
     local out=$1 line
-    nice contrib/rxe-vm.sh --hosts 2 --rw "$out" --timeout 600 -- \
-        test/wire/run.sh --inside kill 2>&1 | tee "$out/kill.out.txt"
+    local boot=(nice contrib/rxe-vm.sh --hosts 2 --rw "$out" --timeout 600 --
+                test/wire/run.sh --inside kill)
+    "${boot[@]}" 2>&1 | tee "$out/kill.out.txt"
     line=$(grep -E '^wire: [0-9]+ of [0-9]+ clients ready' "$out/kill.out.txt")
     [[ $line =~ ^wire:\ ([0-9]+)\ of\ ([0-9]+) ]] || return 0
     [ "${BASH_REMATCH[1]}" -lt "${BASH_REMATCH[2]}" ] || return 0
@@ -492,8 +494,7 @@ kill_boot() {
     awk -F'\t' '$2 ~ /^hostkilled/' "$out/results.tsv" >"$out/kill-try1/results.tsv"
     awk -F'\t' '$2 !~ /^hostkilled/' "$out/results.tsv" >"$out/results.tsv.new" &&
         mv "$out/results.tsv.new" "$out/results.tsv"
-    nice contrib/rxe-vm.sh --hosts 2 --rw "$out" --timeout 600 -- \
-        test/wire/run.sh --inside kill 2>&1 | tee "$out/kill.out.txt"
+    "${boot[@]}" 2>&1 | tee "$out/kill.out.txt"
 }
 
 host_main() {

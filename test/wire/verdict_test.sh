@@ -6,8 +6,8 @@
 # ran, bytes that differed, an error past its bound, a kill that was never
 # noticed each fail the run; rc_verbs' reference cells that do not hold are
 # skipped, not failed, and so is a loss cell whose soft-RoCE QP gave up (an
-# error there; a hang still fails). Prints "PASS name" / "FAIL name: why" per case and
-# "N passed, N failed, N skipped".
+# error there; a hang still fails). Prints "PASS name" / "FAIL name: why"
+# per case and "N passed, N failed, N skipped".
 #
 set -uo pipefail
 
