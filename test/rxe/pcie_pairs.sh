@@ -77,15 +77,21 @@ matrix_nearest() {
 # distance-adjusted bandwidth of each (UCX_PROTO_INFO shows the shares):
 # the GPU's own NIC takes the larger share. 1.13: protocols v2 on, and the
 # memory type from the md's query (no UCM CUDA events to fill UCP's cache).
-lane_share() { # LOG GPU NIC: the percentage rendezvous into GPU puts on NIC
-    grep -A4 "rendezvous data fetch() into cuda/$2 " "$1" |
+# The tables are read from each rank's own output file: in mpirun's merged
+# output the two ranks' tables interleave, line by line (CI saw GPU0's rows
+# lost among GPU1's).
+lane_share() { # DIR GPU NIC: the percentage rendezvous into GPU puts on NIC
+    cat "$1"/1/rank.*/stdout | grep -A4 "rendezvous data fetch() into cuda/$2 " |
         grep -oE "[0-9]+% on rc_gdr/$3:1" | head -1 | cut -d% -f1
 }
 
 ucp_lane_per_gpu() {
-    local log=/tmp/pcie_pairs_mpi.out g0r0 g0r1 g1r0 g1r1
+    local log=/tmp/pcie_pairs_mpi.out dir=/tmp/pcie_pairs_mpi.ranks
+    local g0r0 g0r1 g1r0 g1r1
+    rm -rf "$dir"
     ( . contrib/env.sh --emulated-gpu "$B" > /dev/null &&
       timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 \
+        --output-filename "$dir" \
         --mca pml ucx --mca btl ^openib,ofi,uct --mca osc ucx \
         -x UCX_TLS=rc_gdr,ud_verbs:aux,self -x UCX_PROTO_ENABLE=y \
         -x UCX_PROTO_INFO=y -x UCX_MAX_RNDV_RAILS=2 -x UCX_RNDV_THRESH=0 \
@@ -94,10 +100,11 @@ ucp_lane_per_gpu() {
         -x MPI_VERIFY_GPU_PER_RANK=2 -x MPI_VERIFY_NIC_BYTES=rxe0:1,rxe1:1 \
         "$B/test/mpi/mpi_verify" --gpu 65536 1048576 ) > "$log" 2>&1 ||
         { tail -20 "$log"; return 1; }
-    grep -A4 'rendezvous data fetch() into cuda/GPU' "$log" | grep -v '^--' |
+    cat "$dir"/1/rank.*/stdout |
+        grep -A4 'rendezvous data fetch() into cuda/GPU' | grep -v '^--' |
         sed 's/^\[[^]]*\] \[[^]]*\] *//'
-    g0r0=$(lane_share "$log" GPU0 rxe0); g0r1=$(lane_share "$log" GPU0 rxe1)
-    g1r0=$(lane_share "$log" GPU1 rxe0); g1r1=$(lane_share "$log" GPU1 rxe1)
+    g0r0=$(lane_share "$dir" GPU0 rxe0); g0r1=$(lane_share "$dir" GPU0 rxe1)
+    g1r0=$(lane_share "$dir" GPU1 rxe0); g1r1=$(lane_share "$dir" GPU1 rxe1)
     grep -E '^(ok|BAD|verification|rank [01] GPU)' "$log"
     echo "GPU0: rxe0 ${g0r0:-?}%, rxe1 ${g0r1:-?}%; GPU1: rxe0 ${g1r0:-?}%, rxe1 ${g1r1:-?}%"
     grep -q '^verification: PASSED' "$log" &&
