@@ -1674,6 +1674,69 @@ TEST_F(md, bounce_target_held_across_copy) {
 }
 
 
+/* A bounce copy holds its own bytes only: a free of other memory on another
+ * thread is queued and goes on at once (the copy may wait for a lock that
+ * thread holds: a malloc arena, the CUDA driver's), and is applied when the
+ * copy lets go */
+TEST_F(md, bounce_copy_lets_other_frees_through) {
+    if (!emulated_gpu()) {
+        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    }
+
+    set("REG_METHODS", "dmabuf"); /* refused by the stand-in: bounce */
+    ASSERT_EQ(UCS_OK, open());
+    if (!ucm_global_opts.enable_events) {
+        GTEST_SKIP() << "memory events are off in this process";
+    }
+
+    const size_t length   = 64 * 1024;
+    char *gpu             = (char*)gpu_alloc(1, length);
+    uct_mem_h memh        = reg(gpu, length);
+    uct_rc_gdr_rkey_t key = rkey(memh);
+    char *host            = (char*)map(length);
+    uct_mem_h host_memh   = reg(host, length);
+    uint64_t stamp        = 0;
+    int done              = 0;
+    int ordinal           = -1;
+
+    ASSERT_EQ(1u, mock_verbs_live_count()); /* the host buffer's */
+    ASSERT_EQ(UCS_OK, the_module().bounce_hold(m_md,
+                                               uct_rc_gdr_rkey_token(&key),
+                                               (uintptr_t)gpu, length, 0,
+                                               &ordinal, &stamp));
+
+    struct freer_arg {
+        char *address;
+        size_t length;
+        int *done;
+    } arg = {host, length, &done};
+    pthread_t freer;
+    ASSERT_EQ(0, pthread_create(&freer, NULL, [](void *p) -> void* {
+        freer_arg *a = (freer_arg*)p;
+        munmap(a->address, a->length);
+        __atomic_store_n(a->done, 1, __ATOMIC_RELEASE);
+        return NULL;
+    }, &arg));
+
+    for (int i = 0; (i < 1000) && !__atomic_load_n(&done, __ATOMIC_ACQUIRE);
+         ++i) {
+        usleep(10000);
+    }
+    EXPECT_EQ(1, __atomic_load_n(&done, __ATOMIC_ACQUIRE))
+            << "a free of other memory waited 10 s for the copy";
+    EXPECT_EQ(1u, mock_verbs_live_count()) << "applied during the copy";
+
+    the_module().bounce_release(m_md);
+    pthread_join(freer, NULL);
+    EXPECT_EQ(0u, mock_verbs_live_count()) << "not applied at the release";
+    EXPECT_EQ(1u, stats().invalidations);
+
+    dereg(host_memh); /* its holder's put frees the invalidated region */
+    dereg(memh);
+    close();
+    uct_rc_gdr_cuda_mem_free(gpu);
+}
+
 /* Fork safety as UCX's IB md: ibv_fork_init() at open unless turned off;
  * its failure is fatal only with UCX_RC_GDR_FORK_INIT=yes */
 TEST_F(md, fork_init) {

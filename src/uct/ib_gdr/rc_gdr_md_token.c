@@ -163,7 +163,12 @@ ucs_status_t uct_rc_gdr_md_bounce_target_hold(uct_rc_gdr_md_t *md,
     khiter_t iter;
     int inside;
 
+    /* The bytes are published before the lookup: a free of them on another
+     * thread either waits for the release, or is applied here first */
     uct_rc_gdr_rcache_lock(md->rcache);
+    uct_rc_gdr_rcache_touch(md->rcache, address,
+                            (length > UINTPTR_MAX - address) ? UINTPTR_MAX :
+                            address + length);
     iter = kh_get(uct_rc_gdr_token, &md->tokens, token);
     if (iter == kh_end(&md->tokens)) {
         goto out_refuse;
@@ -197,8 +202,8 @@ ucs_status_t uct_rc_gdr_md_bounce_target_hold(uct_rc_gdr_md_t *md,
         } else if (!inside) {
             why = UCT_RC_GDR_MD_REFUSAL_OUTSIDE;
         } else {
-            /* Held: a free hook on another thread waits until the caller
-             * has touched the memory and released it */
+            /* Held: a free of these bytes on another thread waits until
+             * the caller has copied and released them */
             *gpu_p   = gdr_mr->gpu;
             *stamp_p = target.stamp;
             return UCS_OK;

@@ -82,9 +82,10 @@ ucs_status_t uct_rc_gdr_md_bounce_target(uct_rc_gdr_md_t *md, uint64_t token,
 
 /**
  * As uct_rc_gdr_md_bounce_target(), but on success the registration is held
- * until uct_rc_gdr_md_bounce_target_release(): a free hook running on
+ * until uct_rc_gdr_md_bounce_target_release(): a free of those bytes on
  * another thread (cudaFree, munmap) waits meanwhile, so the memory cannot
- * go between the check and the copy into or out of it. Hold it only for a
+ * go between the check and the copy into or out of it; frees of other
+ * memory are queued, and never wait for the copy. Hold it only for a
  * synchronous copy; on failure nothing is held.
  */
 ucs_status_t uct_rc_gdr_md_bounce_target_hold(uct_rc_gdr_md_t *md,

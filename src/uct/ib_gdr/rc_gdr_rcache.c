@@ -78,22 +78,6 @@ uct_rc_gdr_rcache_inv_check(uct_rc_gdr_rcache_t *rcache)
     }
 }
 
-/* The holder calls the owner's mem_reg or mem_dereg (the provider), where a
-   memory hook must not wait for it (uct_rc_gdr_rcache_t::inv) */
-static UCS_F_ALWAYS_INLINE void
-uct_rc_gdr_rcache_provider_enter(uct_rc_gdr_rcache_t *rcache)
-{
-    __atomic_store_n(&rcache->in_provider, rcache->in_provider + 1,
-                     __ATOMIC_RELEASE);
-}
-
-static UCS_F_ALWAYS_INLINE void
-uct_rc_gdr_rcache_provider_leave(uct_rc_gdr_rcache_t *rcache)
-{
-    __atomic_store_n(&rcache->in_provider, rcache->in_provider - 1,
-                     __ATOMIC_RELEASE);
-}
-
 /* Every path that takes the lock applies the queued frees first, so no
    lookup finds a region of freed memory */
 void uct_rc_gdr_rcache_lock(uct_rc_gdr_rcache_t *rcache)
@@ -102,13 +86,41 @@ void uct_rc_gdr_rcache_lock(uct_rc_gdr_rcache_t *rcache)
     uct_rc_gdr_rcache_inv_check(rcache);
 }
 
-/* ... and the outermost release applies what came meanwhile */
+/* ... and the outermost release applies what came meanwhile, then lets the
+   hooks waiting for the touched bytes go */
 void uct_rc_gdr_rcache_unlock(uct_rc_gdr_rcache_t *rcache)
 {
     if (rcache->lock.depth == 0) {
         uct_rc_gdr_rcache_inv_check(rcache);
+        __atomic_store_n(&rcache->touch_end, 0, __ATOMIC_RELEASE);
     }
     uct_rc_gdr_lock_release(&rcache->lock);
+}
+
+/* A hook pushes its range (the queue's count), then looks at the touched
+   bytes; the holder publishes them, then looks at the count: each store
+   and load sequentially consistent, so one of them sees the other (the
+   hook waits, or the holder applies the free before its lookup) */
+void uct_rc_gdr_rcache_touch(uct_rc_gdr_rcache_t *rcache, uintptr_t start,
+                             uintptr_t end)
+{
+    __atomic_store_n(&rcache->touch_start, start, __ATOMIC_RELAXED);
+    __atomic_store_n(&rcache->touch_end, end, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&rcache->inv_count, __ATOMIC_SEQ_CST) != 0) {
+        uct_rc_gdr_rcache_inv_apply(rcache);
+    }
+}
+
+static int uct_rc_gdr_rcache_touches(uct_rc_gdr_rcache_t *rcache,
+                                     uintptr_t start, uintptr_t end)
+{
+    uintptr_t touch_end   = __atomic_load_n(&rcache->touch_end,
+                                            __ATOMIC_SEQ_CST);
+    uintptr_t touch_start = __atomic_load_n(&rcache->touch_start,
+                                            __ATOMIC_RELAXED);
+
+    return (touch_start < touch_end) && (start < touch_end) &&
+           (touch_start < end);
 }
 
 static void uct_rc_gdr_rcache_tree_add(uct_rc_gdr_rcache_t *rcache,
@@ -478,9 +490,7 @@ static void uct_rc_gdr_rcache_region_dereg(uct_rc_gdr_rcache_t *rcache,
     ++rcache->stats.nic_deregs;
     ucs_debug("rcache %s: dereg " UCT_RC_GDR_RCACHE_REGION_FMT, rcache->name,
               UCT_RC_GDR_RCACHE_REGION_ARG(region));
-    uct_rc_gdr_rcache_provider_enter(rcache);
     rcache->ops->mem_dereg(rcache->arg, region);
-    uct_rc_gdr_rcache_provider_leave(rcache);
 }
 
 /* Release a region no lookup can find any more, and free it */
@@ -1036,9 +1046,7 @@ uct_rc_gdr_rcache_region_create(uct_rc_gdr_rcache_t *rcache,
         region->flags |= UCT_RC_GDR_RCACHE_REGION_FLAG_RETAIN;
     }
 
-    uct_rc_gdr_rcache_provider_enter(rcache);
     status = rcache->ops->mem_reg(rcache->arg, region);
-    uct_rc_gdr_rcache_provider_leave(rcache);
     if (status != UCS_OK) {
         /* mem_reg decided and logged the error */
         uct_rc_gdr_rcache_region_forget(rcache, region);
@@ -1386,7 +1394,7 @@ static int uct_rc_gdr_rcache_inv_push(uct_rc_gdr_rcache_t *rcache,
     if (count < UCT_RC_GDR_RCACHE_INV_MAX) {
         rcache->inv[count].start = start;
         rcache->inv[count].end   = end;
-        __atomic_store_n(&rcache->inv_count, count + 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&rcache->inv_count, count + 1, __ATOMIC_SEQ_CST);
     }
     pthread_spin_unlock(&rcache->inv_lock);
     return count < UCT_RC_GDR_RCACHE_INV_MAX;
@@ -1405,20 +1413,21 @@ void uct_rc_gdr_rcache_invalidate(uct_rc_gdr_rcache_t *rcache, void *address,
     /* A range running past the end of the address space means up to it */
     end = (length > UINTPTR_MAX - start) ? UINTPTR_MAX : start + length;
 
-    /* Take the lock if free or ours. A holder inside the provider is never
-       waited for (uct_rc_gdr_rcache_t::inv): the free is queued, then the
-       lock tried once more in case the holder left before it looked. Any
-       other holder is waited for: its section is short, or it holds a
-       bounce target whose memory must outlive the copy. */
+    /* Take the lock if free or ours. Another holder is never waited for
+       (uct_rc_gdr_rcache_t::inv): the free is queued, then waited for only
+       while the holder touches these bytes, and the lock tried once more in
+       case the holder left before it looked. */
     while (!uct_rc_gdr_lock_try(&rcache->lock)) {
-        if (__atomic_load_n(&rcache->in_provider, __ATOMIC_ACQUIRE) &&
-            uct_rc_gdr_rcache_inv_push(rcache, start, end)) {
+        if (uct_rc_gdr_rcache_inv_push(rcache, start, end)) {
+            while (uct_rc_gdr_rcache_touches(rcache, start, end)) {
+                sched_yield();
+            }
             if (uct_rc_gdr_lock_try(&rcache->lock)) {
                 uct_rc_gdr_rcache_unlock(rcache); /* applies it */
             }
             return;
         }
-        sched_yield();
+        sched_yield(); /* the queue is full */
     }
 
     uct_rc_gdr_rcache_inv_check(rcache);

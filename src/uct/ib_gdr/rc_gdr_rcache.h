@@ -198,10 +198,11 @@ ucs_status_t uct_rc_gdr_rcache_put(uct_rc_gdr_rcache_t *rcache,
  * The memory [address, address + length) was freed: every region overlapping
  * it leaves the cache and its NIC registration is released. Holders keep
  * their handles; their puts only free the region. For a memory hook: it
- * never waits for a thread that holds the cache inside ops->mem_reg or
- * mem_dereg; the free is queued then, and applied by that thread as it
- * lets go, or by the next operation on the cache, always before any lookup.
- * Any other holder is waited for.
+ * never waits for another thread that holds the cache; the free is queued
+ * then, and applied by that thread as it lets go, or by the next operation
+ * on the cache, always before any lookup. It waits only for a holder that
+ * touches the freed bytes (uct_rc_gdr_rcache_touch), or for room in a full
+ * queue.
  */
 void uct_rc_gdr_rcache_invalidate(uct_rc_gdr_rcache_t *rcache, void *address,
                                   size_t length);
@@ -242,6 +243,17 @@ void *uct_rc_gdr_rcache_region_priv(uct_rc_gdr_rcache_region_t *region);
  */
 void uct_rc_gdr_rcache_lock(uct_rc_gdr_rcache_t *rcache);
 void uct_rc_gdr_rcache_unlock(uct_rc_gdr_rcache_t *rcache);
+
+
+/*
+ * With the lock held, until its outermost release: the caller will touch
+ * [start, end) (a synchronous bounce copy into registered memory). A free of
+ * any of those bytes on another thread waits for the release, so that the
+ * memory outlives the copy; other frees are queued and never wait for it.
+ * Applies the frees queued so far: look the registration up after this.
+ */
+void uct_rc_gdr_rcache_touch(uct_rc_gdr_rcache_t *rcache, uintptr_t start,
+                             uintptr_t end);
 
 
 /*

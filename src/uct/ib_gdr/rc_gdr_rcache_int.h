@@ -143,16 +143,18 @@ struct uct_rc_gdr_rcache {
     uct_rc_gdr_lock_t             lock;
 
     /*
-     * Frees seen while another thread held the lock inside the provider.
-     * A memory hook never waits for a holder that is in ops->mem_reg or
-     * mem_dereg (ibv_reg_mr, ibv_dereg_mr): it may be waiting for a lock the
-     * freeing thread holds, such as the provider's device lock or a malloc
-     * arena (a deadlock seen on the stand-in NIC). The hook queues the range
+     * Frees seen while another thread held the lock. A memory hook never
+     * waits for the holder: the holder may be waiting for a lock the freeing
+     * thread holds, inside ops->mem_reg or mem_dereg (the provider's device
+     * lock, a malloc arena: a deadlock seen on the stand-in NIC) or inside a
+     * bounce copy (the CUDA driver's own locks). The hook queues the range
      * instead; whoever holds the lock next applies the queue before any
-     * lookup, and at its outermost release. Only a full queue makes such a
-     * hook wait. Other holders are waited for (uct_rc_gdr_rcache_invalidate).
+     * lookup, and at its outermost release. A hook waits only when the queue
+     * is full, or when its range meets the bytes the holder touches
+     * (uct_rc_gdr_rcache_touch), which must outlive the copy.
      */
-    unsigned                      in_provider; /* holder's depth in ops */
+    uintptr_t                     touch_start; /* the holder's copy, */
+    uintptr_t                     touch_end;   /* empty when end <= start */
     pthread_spinlock_t            inv_lock;
     unsigned                      inv_count; /* read without inv_lock */
     uct_rc_gdr_rcache_inv_t       inv[UCT_RC_GDR_RCACHE_INV_MAX];
