@@ -29,7 +29,10 @@
 #define _GNU_SOURCE /* RTLD_DEFAULT */
 #include <mpi.h>
 
+#include <uct/ib_gdr/rc_gdr_iface_stats.h>
+
 #include <dlfcn.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -238,18 +241,18 @@ static int run_threads(int rank)
 }
 
 
-/* uct_rc_gdr_iface_stats_t (rc_gdr_iface.h) is versioned by size, all
- * uint64_t, fields only appended: "size" first, bounce_staged_bytes the 8th,
- * rma_zcopy_bytes the 26th. Looked up at run time: UCX loads the module. */
-#define NIC_STATS_FIELDS        26
-#define NIC_STATS_STAGED_IDX    7
-#define NIC_STATS_RMA_ZCOPY_IDX 25
+/* uct_rc_gdr_iface_stats_t is versioned by size, fields only appended: one
+ * that ends before rma_zcopy_bytes lacks it. Looked up at run time: UCX
+ * loads the module. */
+#define NIC_STATS_NEEDED \
+    (offsetof(uct_rc_gdr_iface_stats_t, rma_zcopy_bytes) + sizeof(uint64_t))
 
 static void print_nic_bytes(int rank, const char *phase)
 {
-    typedef int (*query_func_t)(const char*, uint64_t*);
+    /* ucs_status_t: UCS_OK is 0 */
+    typedef int (*query_func_t)(const char*, uct_rc_gdr_iface_stats_t*);
     const char *list = getenv("MPI_VERIFY_NIC_BYTES");
-    uint64_t stats[NIC_STATS_FIELDS];
+    uct_rc_gdr_iface_stats_t stats;
     char devs[256], line[1024], *dev, *save;
     query_func_t query;
     size_t len;
@@ -268,12 +271,12 @@ static void print_nic_bytes(int rank, const char *phase)
                            g_gpu_ordinal, phase);
     for (dev = strtok_r(devs, ",", &save); dev != NULL;
          dev = strtok_r(NULL, ",", &save)) {
-        memset(stats, 0, sizeof(stats));
-        stats[0] = sizeof(stats);
-        if (query(dev, stats) != 0) {
+        memset(&stats, 0, sizeof(stats));
+        stats.size = sizeof(stats);
+        if (query(dev, &stats) != 0) {
             /* no interface there: nothing moved */
-            memset(stats, 0, sizeof(stats));
-        } else if (stats[0] < sizeof(stats)) {
+            memset(&stats, 0, sizeof(stats));
+        } else if (stats.size < NIC_STATS_NEEDED) {
             printf("rank %d: rc_gdr's counters lack rma_zcopy_bytes\n",
                    rank);
             return;
@@ -281,9 +284,9 @@ static void print_nic_bytes(int rank, const char *phase)
         len += (size_t)snprintf(line + len, sizeof(line) - len,
                                 " %s %llu B (%llu staged),", dev,
                                 (unsigned long long)
-                                stats[NIC_STATS_RMA_ZCOPY_IDX],
+                                stats.rma_zcopy_bytes,
                                 (unsigned long long)
-                                stats[NIC_STATS_STAGED_IDX]);
+                                stats.bounce_staged_bytes);
         if (len >= sizeof(line)) {
             len = sizeof(line) - 1;
             break;
