@@ -272,6 +272,95 @@ protected:
         return p;
     }
 
+    /* A bounce registration of GPU 1's memory, held as a copy holds it */
+    struct bounce_target_t {
+        char      *gpu;
+        uct_mem_h memh;
+        uint64_t  token;
+    };
+
+    /* Opens an md whose GPU registrations take the bounce lane, registers
+     * @a length bytes of GPU 1 and holds them for a copy (the test releases
+     * them). False when the test is skipped or failed. */
+    bool open_bounce_target(size_t length, bounce_target_t *target)
+    {
+        uint64_t stamp = 0;
+        int ordinal    = -1;
+
+        if (!emulated_gpu()) {
+            [] { GTEST_SKIP() << "needs the stand-in CUDA driver"; }();
+            return false;
+        }
+        if ((the_module().bounce_hold == NULL) ||
+            (the_module().bounce_release == NULL)) {
+            ADD_FAILURE() << "the module cannot hold a bounce target across "
+                             "a copy";
+            return false;
+        }
+
+        set("REG_METHODS", "dmabuf"); /* refused by the stand-in: bounce */
+        if (open() != UCS_OK) {
+            ADD_FAILURE() << "md open";
+            return false;
+        }
+        if (!ucm_global_opts.enable_events) {
+            [] { GTEST_SKIP() << "memory events are off in this process"; }();
+            return false;
+        }
+
+        uct_rc_gdr_rkey_t key;
+        target->gpu   = (char*)gpu_alloc(1, length);
+        target->memh  = reg(target->gpu, length);
+        key           = rkey(target->memh);
+        target->token = uct_rc_gdr_rkey_token(&key);
+        if ((the_module().bounce_hold(m_md, target->token,
+                                      (uintptr_t)target->gpu, length, 0,
+                                      &ordinal, &stamp) != UCS_OK) ||
+            (ordinal != 1)) {
+            ADD_FAILURE() << "no hold on the bounce target (GPU " << ordinal
+                          << ")";
+            return false;
+        }
+        return true;
+    }
+
+    /* A free on a thread of its own: UCM's unmap event for the range,
+     * whose hooks run there; done() once they have returned */
+    class unmap_on_thread {
+    public:
+        unmap_on_thread(void *address, size_t length) :
+            m_address(address), m_length(length), m_done(0)
+        {
+            EXPECT_EQ(0, pthread_create(&m_thread, NULL, run, this));
+        }
+
+        bool done() const
+        {
+            return __atomic_load_n(&m_done, __ATOMIC_ACQUIRE) != 0;
+        }
+
+        void join()
+        {
+            pthread_join(m_thread, NULL);
+            EXPECT_TRUE(done());
+        }
+
+    private:
+        static void *run(void *arg)
+        {
+            unmap_on_thread *self = (unmap_on_thread*)arg;
+
+            ucm_vm_munmap(self->m_address, self->m_length);
+            __atomic_store_n(&self->m_done, 1, __ATOMIC_RELEASE);
+            return NULL;
+        }
+
+        void      *m_address;
+        size_t    m_length;
+        int       m_done;
+        pthread_t m_thread;
+    };
+
     /* Whether the stand-in CUDA driver serves this process */
     static bool emulated_gpu()
     {
@@ -1614,63 +1703,32 @@ TEST_F(md, gpu_memory_system_device) {
  * longer served.
  */
 TEST_F(md, bounce_target_held_across_copy) {
-    if (!emulated_gpu()) {
-        GTEST_SKIP() << "needs the stand-in CUDA driver";
-    }
-    ASSERT_TRUE((the_module().bounce_hold != NULL) &&
-                (the_module().bounce_release != NULL))
-            << "the module cannot hold a bounce target across a copy";
-
-    set("REG_METHODS", "dmabuf"); /* refused by the stand-in: bounce */
-    ASSERT_EQ(UCS_OK, open());
-    if (!ucm_global_opts.enable_events) {
-        GTEST_SKIP() << "memory events are off in this process";
-    }
-
     const size_t length = 64 * 1024;
-    char *gpu           = (char*)gpu_alloc(1, length);
-    uct_mem_h memh      = reg(gpu, length);
-    uct_rc_gdr_rkey_t key = rkey(memh);
-    uint64_t token        = uct_rc_gdr_rkey_token(&key);
-    uint64_t stamp        = 0;
-    int done              = 0;
-    int ordinal           = -1;
+    bounce_target_t target;
 
-    ASSERT_EQ(UCS_OK, the_module().bounce_hold(m_md, token, (uintptr_t)gpu,
-                                               length, 0, &ordinal, &stamp));
-    EXPECT_EQ(1, ordinal);
+    if (!open_bounce_target(length, &target)) {
+        return;
+    }
 
     /* The memory goes away on another thread, while this one "copies" */
-    pthread_t freer;
-    struct freer_arg {
-        char *address;
-        size_t length;
-        int *done;
-    } arg = {gpu, length, &done};
-    ASSERT_EQ(0, pthread_create(&freer, NULL, [](void *p) -> void* {
-        freer_arg *a = (freer_arg*)p;
-        ucm_vm_munmap(a->address, a->length);
-        __atomic_store_n(a->done, 1, __ATOMIC_RELEASE);
-        return NULL;
-    }, &arg));
-
+    unmap_on_thread unmap(target.gpu, length);
     usleep(200000);
-    EXPECT_EQ(0, __atomic_load_n(&done, __ATOMIC_ACQUIRE))
+    EXPECT_FALSE(unmap.done())
             << "the free hook released the memory during the copy";
     the_module().bounce_release(m_md);
-    pthread_join(freer, NULL);
-    EXPECT_EQ(1, done);
+    unmap.join();
 
     {
         log_capture capture;
 
-        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(token, gpu, 1));
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR, bounce_target(target.token,
+                                                      target.gpu, 1));
         EXPECT_TRUE(captured_log_has("freed memory"));
     }
 
-    dereg(memh);
+    dereg(target.memh);
     close();
-    uct_rc_gdr_cuda_mem_free(gpu);
+    uct_rc_gdr_cuda_mem_free(target.gpu);
 }
 
 
@@ -1679,62 +1737,35 @@ TEST_F(md, bounce_target_held_across_copy) {
  * thread holds: a malloc arena, the CUDA driver's), and is applied when the
  * copy lets go */
 TEST_F(md, bounce_copy_lets_other_frees_through) {
-    if (!emulated_gpu()) {
-        GTEST_SKIP() << "needs the stand-in CUDA driver";
+    const size_t length = 64 * 1024;
+    bounce_target_t target;
+
+    if (!open_bounce_target(length, &target)) {
+        return;
     }
 
-    set("REG_METHODS", "dmabuf"); /* refused by the stand-in: bounce */
-    ASSERT_EQ(UCS_OK, open());
-    if (!ucm_global_opts.enable_events) {
-        GTEST_SKIP() << "memory events are off in this process";
-    }
-
-    const size_t length   = 64 * 1024;
-    char *gpu             = (char*)gpu_alloc(1, length);
-    uct_mem_h memh        = reg(gpu, length);
-    uct_rc_gdr_rkey_t key = rkey(memh);
-    char *host            = (char*)map(length);
-    uct_mem_h host_memh   = reg(host, length);
-    uint64_t stamp        = 0;
-    int done              = 0;
-    int ordinal           = -1;
-
+    char *host          = (char*)map(length);
+    uct_mem_h host_memh = reg(host, length);
     ASSERT_EQ(1u, mock_verbs_live_count()); /* the host buffer's */
-    ASSERT_EQ(UCS_OK, the_module().bounce_hold(m_md,
-                                               uct_rc_gdr_rkey_token(&key),
-                                               (uintptr_t)gpu, length, 0,
-                                               &ordinal, &stamp));
 
-    struct freer_arg {
-        char *address;
-        size_t length;
-        int *done;
-    } arg = {host, length, &done};
-    pthread_t freer;
-    ASSERT_EQ(0, pthread_create(&freer, NULL, [](void *p) -> void* {
-        freer_arg *a = (freer_arg*)p;
-        munmap(a->address, a->length);
-        __atomic_store_n(a->done, 1, __ATOMIC_RELEASE);
-        return NULL;
-    }, &arg));
-
-    for (int i = 0; (i < 1000) && !__atomic_load_n(&done, __ATOMIC_ACQUIRE);
-         ++i) {
+    unmap_on_thread unmap(host, length);
+    for (int i = 0; (i < 1000) && !unmap.done(); ++i) {
         usleep(10000);
     }
-    EXPECT_EQ(1, __atomic_load_n(&done, __ATOMIC_ACQUIRE))
-            << "a free of other memory waited 10 s for the copy";
+    EXPECT_TRUE(unmap.done()) << "a free of other memory waited 10 s for "
+                                 "the copy";
     EXPECT_EQ(1u, mock_verbs_live_count()) << "applied during the copy";
 
     the_module().bounce_release(m_md);
-    pthread_join(freer, NULL);
+    unmap.join();
     EXPECT_EQ(0u, mock_verbs_live_count()) << "not applied at the release";
     EXPECT_EQ(1u, stats().invalidations);
 
     dereg(host_memh); /* its holder's put frees the invalidated region */
-    dereg(memh);
+    dereg(target.memh);
     close();
-    uct_rc_gdr_cuda_mem_free(gpu);
+    munmap(host, length);
+    uct_rc_gdr_cuda_mem_free(target.gpu);
 }
 
 /* Fork safety as UCX's IB md: ibv_fork_init() at open unless turned off;
