@@ -166,9 +166,7 @@ ucs_status_t uct_rc_gdr_md_bounce_target_hold(uct_rc_gdr_md_t *md,
     /* The bytes are published before the lookup: a free of them on another
      * thread either waits for the release, or is applied here first */
     uct_rc_gdr_rcache_lock(md->rcache);
-    uct_rc_gdr_rcache_touch(md->rcache, address,
-                            (length > UINTPTR_MAX - address) ? UINTPTR_MAX :
-                            address + length);
+    uct_rc_gdr_rcache_touch(md->rcache, address, length);
     iter = kh_get(uct_rc_gdr_token, &md->tokens, token);
     if (iter == kh_end(&md->tokens)) {
         goto out_refuse;

@@ -97,15 +97,24 @@ void uct_rc_gdr_rcache_unlock(uct_rc_gdr_rcache_t *rcache)
     uct_rc_gdr_lock_release(&rcache->lock);
 }
 
+/* The end of [start, start + length): a range running past the end of the
+   address space means up to it */
+static uintptr_t uct_rc_gdr_rcache_range_end(uintptr_t start, size_t length)
+{
+    return (length > UINTPTR_MAX - start) ? UINTPTR_MAX : start + length;
+}
+
 /* A hook pushes its range (the queue's count), then looks at the touched
    bytes; the holder publishes them, then looks at the count: each store
    and load sequentially consistent, so one of them sees the other (the
    hook waits, or the holder applies the free before its lookup) */
-void uct_rc_gdr_rcache_touch(uct_rc_gdr_rcache_t *rcache, uintptr_t start,
-                             uintptr_t end)
+void uct_rc_gdr_rcache_touch(uct_rc_gdr_rcache_t *rcache, uint64_t address,
+                             size_t length)
 {
-    __atomic_store_n(&rcache->touch_start, start, __ATOMIC_RELAXED);
-    __atomic_store_n(&rcache->touch_end, end, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&rcache->touch_start, address, __ATOMIC_RELAXED);
+    __atomic_store_n(&rcache->touch_end,
+                     uct_rc_gdr_rcache_range_end(address, length),
+                     __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&rcache->inv_count, __ATOMIC_SEQ_CST) != 0) {
         uct_rc_gdr_rcache_inv_apply(rcache);
     }
@@ -1410,8 +1419,7 @@ void uct_rc_gdr_rcache_invalidate(uct_rc_gdr_rcache_t *rcache, void *address,
         return;
     }
 
-    /* A range running past the end of the address space means up to it */
-    end = (length > UINTPTR_MAX - start) ? UINTPTR_MAX : start + length;
+    end = uct_rc_gdr_rcache_range_end(start, length);
 
     /* Take the lock if free or ours. Another holder is never waited for
        (uct_rc_gdr_rcache_t::inv): the free is queued, then waited for only

@@ -247,13 +247,14 @@ void uct_rc_gdr_rcache_unlock(uct_rc_gdr_rcache_t *rcache);
 
 /*
  * With the lock held, until its outermost release: the caller will touch
- * [start, end) (a synchronous bounce copy into registered memory). A free of
- * any of those bytes on another thread waits for the release, so that the
- * memory outlives the copy; other frees are queued and never wait for it.
+ * [address, address + length), up to the end of the address space at most
+ * (a synchronous bounce copy into registered memory). A free of any of
+ * those bytes on another thread waits for the release, so that the memory
+ * outlives the copy; other frees are queued and never wait for it.
  * Applies the frees queued so far: look the registration up after this.
  */
-void uct_rc_gdr_rcache_touch(uct_rc_gdr_rcache_t *rcache, uintptr_t start,
-                             uintptr_t end);
+void uct_rc_gdr_rcache_touch(uct_rc_gdr_rcache_t *rcache, uint64_t address,
+                             size_t length);
 
 
 /*
