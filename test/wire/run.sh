@@ -399,23 +399,14 @@ verdict() {
          "reference (PASS when they meet the expectation, SKIP, not counted" \
          "as a failure, when they do not)"
     awk -F'\t' -v dir="$dir" '
-    # the retry_exceeded_err of the cell'"'"'s counters (RXE_COUNTS), "" if none
-    function rxe_gave_up(cell,   file, line, what) {
-        file = dir "/" cell ".rxe-delta"; what = ""
+    # the lines of a file of the run matching re, joined by ", "; "" if none
+    function lines_matching(name, re,   file, line, what) {
+        file = dir "/" name; what = ""
         while ((getline line < file) > 0)
-            if (line ~ /retry_exceeded_err \+[1-9]/)
+            if (line ~ re)
                 what = what (what == "" ? "" : ", ") line
         close(file)
         return what
-    }
-    # whether the cell'"'"'s client log says the kernel'"'"'s QP gave up
-    function log_has_retry_exceeded(cell,   file, line, found) {
-        file = dir "/" cell; found = 0
-        while ((getline line < file) > 0)
-            if (line ~ /retry counter exceeded/)
-                found = 1
-        close(file)
-        return found
     }
     BEGIN {
         bound["hostkilled-busy"] = 10; bound["hostkilled-idle"] = 30
@@ -465,7 +456,8 @@ verdict() {
                 match(det[k], /cable out [0-9.]+ s, last answer [0-9.]+ s before/)) {
                 split(substr(det[k], RSTART, RLENGTH), w, " ")
                 after = secs[k] - w[7] - w[3]
-                if (after > 5 && log_has_retry_exceeded(tl "." f ".wire"))
+                if (after > 5 &&
+                    lines_matching(tl "." f ".wire", "retry counter exceeded") != "")
                     skip_why = sprintf("the cut was ridden out (answers until %.1f s " \
                         "after the cable was back), then the wire failed: the kernel'"'"'s QP " \
                         "gave up (transport retry counter exceeded); the error is reported, " \
@@ -476,7 +468,8 @@ verdict() {
             # rxe stalled) did not test riding out loss; the error, not a
             # hang, is then what must hold
             if (!held && st[k] == "error" && expect == "completed" && cut < 0 &&
-                (gave_up = rxe_gave_up(tl "." f ".wire")) != "")
+                (gave_up = lines_matching(tl "." f ".wire.rxe-delta",
+                                          "retry_exceeded_err \\+[1-9]")) != "")
                 skip_why = "soft-RoCE gave up (" gave_up " in the kernels'"'"' counters" \
                     " of the cell): the case was not tested; the error is reported, no hang"
         }
