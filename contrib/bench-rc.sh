@@ -40,8 +40,9 @@ Usage: contrib/bench-rc.sh [options]
                     order; the median of the rounds' ratios is judged
   --iters N         ucx_perftest -n for every case, or
   --iters CASE=N    for one case (repeatable); cases and defaults:
-                      put64k=3000 put1m=200 get64k=3000 get1m=200 amlat=20000
-                      putlat=20000 ambw=50000
+                      put64k=3000 put1m=200 get64k=3000 get1m=200
+                      getbw64k=3000 getbw1m=200 amlat=20000 putlat=20000
+                      ambw=50000 (get: one read in flight; getbw: 32)
                     (about 1-2 s each in the guest; warm-up is -n/10)
   --run-timeout S   limit for one ucx_perftest run, server and client (120)
   --no-pin          let the scheduler place server and client (default: server
@@ -52,10 +53,13 @@ Usage: contrib/bench-rc.sh [options]
   --cases LIST      only these cases, comma-separated (all)
   --before DIR      compare with rc_gdr of the build in DIR instead of
                     rc_verbs (before/after a change; same UCX release)
+  --summarize LOG...  no runs: the summary of earlier runs from their output
+                    (for a run cut before it printed its own); only rounds
+                    with both transports' values count
   --inside          run here, in an rxe guest (no rxe-vm.sh of our own)
   --tnic            run here on the stand-in NIC (tnic1:1, RC_GDR_BUILD's
-                    test/tnic/lib), no guest; cases default to put/get 64K
-                    and 1M, am_lat and put_lat 8B, with smaller -n (a quick
+                    test/tnic/lib), no guest; cases default to put, get and
+                    get_bw 64K and 1M, am_lat and put_lat 8B, with smaller -n (a quick
                     look; intervals within +-3% took --runs 41 and -n
                     100000 for 64K, 6000 for 1M, 500000 for latency: 7 min
                     on 2 CPUs, doc/MEASUREMENTS.md)
@@ -67,12 +71,18 @@ EOF
 # The cases: name, ucx_perftest arguments, and which Final: column counts
 # ("bw" = overall bandwidth MB/s, "mr" = overall message rate per second,
 # higher is better; "lat" = typical latency usec, lower is better).
-CASE_NAMES=(put64k put1m get64k get1m amlat putlat ambw)
+# ucx_perftest's "get" keeps one read in flight (its window is 1), so the
+# get cases time a read from post to completion; getbw keeps 32 in flight,
+# put_bw's window, for bandwidth ("-O 32" is 1.22's get_bw, on every
+# release).
+CASE_NAMES=(put64k put1m get64k get1m getbw64k getbw1m amlat putlat ambw)
 declare -A CASE_ARGS=(
     [put64k]="-t put_bw -D zcopy -s 65536"
     [put1m]="-t put_bw -D zcopy -s 1048576"
     [get64k]="-t get -D zcopy -s 65536"
     [get1m]="-t get -D zcopy -s 1048576"
+    [getbw64k]="-t get -D zcopy -s 65536 -O 32"
+    [getbw1m]="-t get -D zcopy -s 1048576 -O 32"
     [amlat]="-t am_lat -s 8"
     [putlat]="-t put_lat -s 8"
     [ambw]="-t am_bw -D short -s 8"
@@ -82,17 +92,19 @@ declare -A CASE_TITLE=(
     [put1m]="put_bw zcopy 1M"
     [get64k]="get zcopy 64K"
     [get1m]="get zcopy 1M"
+    [getbw64k]="get_bw zcopy 64K"
+    [getbw1m]="get_bw zcopy 1M"
     [amlat]="am_lat 8B"
     [putlat]="put_lat 8B"
     [ambw]="am_bw short 8B"
 )
 declare -A CASE_METRIC=(
-    [put64k]=bw [put1m]=bw [get64k]=bw [get1m]=bw [amlat]=lat [putlat]=lat
-    [ambw]=mr
+    [put64k]=bw [put1m]=bw [get64k]=bw [get1m]=bw [getbw64k]=bw [getbw1m]=bw
+    [amlat]=lat [putlat]=lat [ambw]=mr
 )
 declare -A CASE_ITERS=(
-    [put64k]=3000 [put1m]=200 [get64k]=3000 [get1m]=200 [amlat]=20000
-    [putlat]=20000 [ambw]=50000
+    [put64k]=3000 [put1m]=200 [get64k]=3000 [get1m]=200 [getbw64k]=3000
+    [getbw1m]=200 [amlat]=20000 [putlat]=20000 [ambw]=50000
 )
 # The two sides of a round, reference first: labels, each with its UCT
 # transport (-x) and, from setup_env, its environment ENV_<label>.
@@ -102,7 +114,7 @@ BEFORE=""
 DEVICE=rxe1:1      # the server follows the client's -d: rxe1 loopback
 
 RUNS=9 RUN_TIMEOUT=120 PORT=23000 VM_TIMEOUT="" INSIDE=0 PIN=1 TNIC=0
-CASES_GIVEN=0
+CASES_GIVEN=0 SUMMARIZE=()
 ARGS=("$@")        # passed on unchanged to the guest
 
 # die, bad_usage, is_number
@@ -162,6 +174,9 @@ parse_args() {
                   [ -f "$BEFORE/src/uct/ib_gdr/.libs/libuct_ib_gdr.so" ] ||
                       bad_usage "--before: no built module under '$2'"
                   TLS=(before rc_gdr); shift ;;
+        --summarize) shift
+                  [ $# -ge 1 ] || bad_usage "--summarize needs a log"
+                  SUMMARIZE=("$@"); return ;;
         --inside) INSIDE=1 ;;
         --tnic)   TNIC=1 ;;
         --no-pin) PIN=0 ;;
@@ -267,6 +282,8 @@ run_one() {
     echo "$value"
 }
 
+declare -A RAW     # RAW[case.tl] = "v1 v2 ...": a value per round
+
 # median V...: of the numeric values (FAILs left out); empty if none.
 median() {
     printf '%s\n' "$@" | { grep -v FAIL || true; } | sort -g |
@@ -354,41 +371,14 @@ print_header() {
     echo
 }
 
-run_inside() {
-    local name tl i v failed=0
-    local -a order
-    [ "$TNIC" = 1 ] || bench_guest_device "$DEVICE"
-    # The caller's UCX_* settings apply to both transports; show them.
-    CALLER_UCX_ENV=$(env | grep '^UCX_' | sort || true)
-    setup_env   # the build's UCX first in PATH (contrib/env.sh)
-    command -v ucx_perftest >/dev/null || die "ucx_perftest not found"
-    setup_pinning
-    WORK=$(mktemp -d)
-    trap 'rm -rf "$WORK"
-          [ "$TNIC" = 0 ] || rm -f "/dev/shm/rc_gdr_tnic.$RC_GDR_TNIC_FABRIC".*' EXIT
-    print_header
-
-    declare -A RAW     # RAW[case.tl] = "v1 v2 ..."
-    for name in "${CASE_NAMES[@]}"; do
-        echo "-- ${CASE_TITLE[$name]}: ucx_perftest ${CASE_ARGS[$name]}" \
-             "-n ${CASE_ITERS[$name]}" >&2
-        for i in $(seq "$RUNS"); do
-            order=("${TLS[@]}")
-            [ $((i % 2)) = 1 ] || order=("${TLS[1]}" "${TLS[0]}")
-            for tl in "${order[@]}"; do
-                v=$(run_one "$tl" "$name" "$PORT")
-                PORT=$((PORT + 1))
-                [ "$v" != FAIL ] || failed=1
-                RAW[$name.$tl]+="$v "
-                echo "   round $i $tl: $v" >&2
-            done
-        done
-    done
-
+# print_summary: the verdict table, the stand-in's own cost (--tnic) and
+# every raw value, from RAW[case.tl] ("v1 v2 ...", a value per round) of
+# CASE_NAMES and TLS
+print_summary() {
+    local name tl unit a b n med lo hi res target
     echo
     printf '%-18s %-5s %9s %9s %7s %15s %8s  %s\n' case unit "${TLS[0]}" \
         "${TLS[1]}" ratio "95% interval" target result
-    local unit a b n med lo hi res target
     for name in "${CASE_NAMES[@]}"; do
         case ${CASE_METRIC[$name]} in
         bw)  unit=MB/s target=">= 1.00" ;;
@@ -421,10 +411,101 @@ run_inside() {
         done
     done
 
+}
+
+run_inside() {
+    local name tl i v failed=0
+    local -a order
+    [ "$TNIC" = 1 ] || bench_guest_device "$DEVICE"
+    # The caller's UCX_* settings apply to both transports; show them.
+    CALLER_UCX_ENV=$(env | grep '^UCX_' | sort || true)
+    setup_env   # the build's UCX first in PATH (contrib/env.sh)
+    command -v ucx_perftest >/dev/null || die "ucx_perftest not found"
+    setup_pinning
+    WORK=$(mktemp -d)
+    trap 'rm -rf "$WORK"
+          [ "$TNIC" = 0 ] || rm -f "/dev/shm/rc_gdr_tnic.$RC_GDR_TNIC_FABRIC".*' EXIT
+    print_header
+
+    for name in "${CASE_NAMES[@]}"; do
+        echo "-- ${CASE_TITLE[$name]}: ucx_perftest ${CASE_ARGS[$name]}" \
+             "-n ${CASE_ITERS[$name]}" >&2
+        for i in $(seq "$RUNS"); do
+            order=("${TLS[@]}")
+            [ $((i % 2)) = 1 ] || order=("${TLS[1]}" "${TLS[0]}")
+            for tl in "${order[@]}"; do
+                v=$(run_one "$tl" "$name" "$PORT")
+                PORT=$((PORT + 1))
+                [ "$v" != FAIL ] || failed=1
+                RAW[$name.$tl]+="$v "
+                echo "   round $i $tl: $v" >&2
+            done
+        done
+    done
+
+    print_summary
     if [ "$failed" = 1 ]; then
         echo "bench-rc: some runs failed (FAIL above)" >&2
         exit 1
     fi
+}
+
+# --summarize LOG...: the summary of runs already made, from their
+# progress lines ("-- TITLE: ..." and "round I TL: V"), for a run cut before
+# it printed its own (a time limit). Only rounds with both transports'
+# values count, so a round cut in its middle is left out.
+summarize_logs() {
+    local log f=0 name="" line title i tl v
+    local -a names=()
+    declare -A round   # round[case.tl.log.I] = V
+    for log in "$@"; do
+        [ -r "$log" ] || die "--summarize: cannot read '$log'"
+        f=$((f + 1))
+        echo "-- from $log, whose run began:"
+        sed '/^$/q' "$log"
+        while IFS= read -r line; do
+            case $line in
+            "== "*" vs "*)
+                tl=${line#== }
+                TLS=("$(sed 's/^[^ ]* vs \([^,]*\),.*/\1/' <<<"$tl")" "${tl%% *}") ;;
+            *"STAND-IN NIC"*)
+                TNIC=1 ;;
+            "-- "*": ucx_perftest "*)
+                title=${line#-- }
+                title=${title%%: ucx_perftest *}
+                name=""
+                for i in "${!CASE_TITLE[@]}"; do
+                    [ "${CASE_TITLE[$i]}" != "$title" ] || name=$i
+                done
+                [ -n "$name" ] || die "--summarize: unknown case '$title' in $log"
+                [[ " ${names[*]} " == *" $name "* ]] || names+=("$name") ;;
+            "   round "*": "*)
+                [ -n "$name" ] || continue
+                read -r _ i tl v <<<"$line"
+                round[$name.${tl%:}.$f.$i]=$v ;;
+            esac
+        done <"$log"
+    done
+    [ ${#names[@]} -gt 0 ] || die "--summarize: no rounds in $*"
+    CASE_NAMES=("${names[@]}")
+    for name in "${CASE_NAMES[@]}"; do
+        for log in $(seq "$f"); do
+            for i in $(seq 1000); do
+                [ -n "${round[$name.${TLS[0]}.$log.$i]:-}" ] ||
+                    [ -n "${round[$name.${TLS[1]}.$log.$i]:-}" ] || break
+                if [ -n "${round[$name.${TLS[0]}.$log.$i]:-}" ] &&
+                   [ -n "${round[$name.${TLS[1]}.$log.$i]:-}" ]; then
+                    for tl in "${TLS[@]}"; do
+                        RAW[$name.$tl]+="${round[$name.$tl.$log.$i]} "
+                    done
+                else
+                    echo "   ${CASE_TITLE[$name]}: round $i has one" \
+                         "transport's value only, left out"
+                fi
+            done
+        done
+    done
+    print_summary
 }
 
 # --tnic: the stand-in NIC of the build, a fabric of this run's own
@@ -435,10 +516,11 @@ setup_tnic() {
         die "no stand-in NIC under $build/test/tnic/lib (make check TESTS=)"
     DEVICE=tnic1:1
     if [ "$CASES_GIVEN" = 0 ]; then
-        CASE_NAMES=(put64k put1m get64k get1m amlat putlat)
+        CASE_NAMES=(put64k put1m get64k get1m getbw64k getbw1m amlat putlat)
     fi
     local name
     declare -A small=([put64k]=300 [put1m]=20 [get64k]=300 [get1m]=20
+                      [getbw64k]=300 [getbw1m]=20
                       [amlat]=5000 [putlat]=5000 [ambw]=20000)
     for name in "${!small[@]}"; do
         [[ " ${ARGS[*]} " == *" --iters "* ]] || CASE_ITERS[$name]=${small[$name]}
@@ -468,6 +550,10 @@ tnic_cost() {
 }
 
 parse_args "$@"
+if [ ${#SUMMARIZE[@]} -gt 0 ]; then
+    summarize_logs "${SUMMARIZE[@]}"
+    exit 0
+fi
 if [ "$TNIC" = 1 ]; then
     setup_tnic
     INSIDE=1

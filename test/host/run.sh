@@ -176,6 +176,31 @@ test_rcache_knobs_listed() {
         echo "$out" | grep -q '^UCX_RC_GDR_RCACHE_MAX_REGIONS='
 }
 
+# bench-rc --summarize: a run cut by a time limit still gives its verdict,
+# from its progress lines; the round cut in its middle is left out.
+test_bench_summarize_cut_run() {
+    local out
+    printf '%s\n' \
+        '== rc_gdr vs rc_verbs, UCT ucx_perftest, client and server on tnic1:1' \
+        '   STAND-IN NIC (test/tnic), native' '' \
+        '-- get zcopy 1M: ucx_perftest -t get -D zcopy -s 1048576 -n 6000' \
+        '   round 1 rc_verbs: 100' '   round 1 rc_gdr: 103' \
+        '   round 2 rc_gdr: 95'    '   round 2 rc_verbs: 100' \
+        '   round 3 rc_verbs: 100' '   round 3 rc_gdr: 101' \
+        '   round 4 rc_gdr: 99'    '   round 4 rc_verbs: 100' \
+        '   round 5 rc_verbs: 100' '   round 5 rc_gdr: 105' \
+        '   round 6 rc_gdr: 97'    '   round 6 rc_verbs: 100' \
+        '   round 7 rc_verbs: 200' '   round 7 rc_gdr: 200' \
+        '   round 8 rc_gdr: 10' > "$LOG/cut.txt"
+    out=$(contrib/bench-rc.sh --summarize "$LOG/cut.txt") || return 1
+    echo "$out"
+    # 7 rounds: ratios 0.95-1.05, median 1.0; the interval is the range
+    echo "$out" | grep -Eq '^get zcopy 1M +MB/s +100 +101 +1\.000 +\[0\.950, 1\.050\] +>= 1\.00 +met \(7 rounds\)$' &&
+        echo "$out" | grep -q 'round 8 has one transport.s value only, left out' &&
+        echo "$out" | grep -Eq '^  get zcopy 1M +10000\.0 usec/op$' &&
+        ! contrib/bench-rc.sh --summarize "$LOG/no-such-log" >/dev/null 2>&1
+}
+
 # UCX_MEM_EVENTS=no (what runs under valgrind set): the memory domain opens
 # over the stand-in verbs device, host memory uncached, said in one line.
 test_md_without_memory_events() {
@@ -323,6 +348,7 @@ run_test module_loads_without_rdma_or_cuda    test_loads_without_hardware
 run_test info_tool_says_why_without_hardware  test_info_tool_without_hardware
 run_test info_tool_limits_as_evidence         test_info_tool_limits
 run_test rcache_knobs_in_ucx_config           test_rcache_knobs_listed
+run_test bench_rc_summarizes_a_cut_run        test_bench_summarize_cut_run
 run_test md_opens_without_memory_events       test_md_without_memory_events
 run_test install_uninstall_where_ucx_finds_it test_install_uninstall
 run_test tier5_skips_releases_without_sources test_releases_without_sources
