@@ -754,8 +754,10 @@ static int rc_gdr_info_pair(const rc_gdr_info_t *info,
     uct_rc_gdr_probe_nic_t probed;
 
     /* With a driver, the mechanisms are proven by registering a buffer of
-     * this GPU with this NIC. */
-    if ((gpu->ordinal >= 0) &&
+     * this GPU with this NIC; --nearest-nics wants only the distance, which
+     * no registration changes, so a launcher's call per rank allocates no
+     * GPU memory. */
+    if ((gpu->ordinal >= 0) && (info->nearest_of == NULL) &&
         rc_gdr_info_probe_pair(info->sysfs_root, gpu, nic, &probed)) {
         nic_facts = &probed.facts;
     }
