@@ -455,9 +455,9 @@ run_inside() {
 # it printed its own (a time limit). Only rounds with both transports'
 # values count, so a round cut in its middle is left out.
 summarize_logs() {
-    local log f=0 name="" line title i tl v
+    local log f=0 n name="" line title i tl v
     local -a names=()
-    declare -A round   # round[case.tl.log.I] = V
+    declare -A round last   # round[case.tl.log.I] = V; last[case.log] = I
     for log in "$@"; do
         [ -r "$log" ] || die "--summarize: cannot read '$log'"
         f=$((f + 1))
@@ -465,7 +465,7 @@ summarize_logs() {
         sed '/^$/q' "$log"
         while IFS= read -r line; do
             case $line in
-            "== "*" vs "*)
+            "== "*" vs "*)      # "== rc_gdr vs rc_verbs, ...": reference second
                 tl=${line#== }
                 TLS=("$(sed 's/^[^ ]* vs \([^,]*\),.*/\1/' <<<"$tl")" "${tl%% *}") ;;
             *"STAND-IN NIC"*)
@@ -482,26 +482,25 @@ summarize_logs() {
             "   round "*": "*)
                 [ -n "$name" ] || continue
                 read -r _ i tl v <<<"$line"
-                round[$name.${tl%:}.$f.$i]=$v ;;
+                round[$name.${tl%:}.$f.$i]=$v
+                last[$name.$f]=$i ;;
             esac
         done <"$log"
     done
     [ ${#names[@]} -gt 0 ] || die "--summarize: no rounds in $*"
     CASE_NAMES=("${names[@]}")
     for name in "${CASE_NAMES[@]}"; do
-        for log in $(seq "$f"); do
-            for i in $(seq 1000); do
-                [ -n "${round[$name.${TLS[0]}.$log.$i]:-}" ] ||
-                    [ -n "${round[$name.${TLS[1]}.$log.$i]:-}" ] || break
-                if [ -n "${round[$name.${TLS[0]}.$log.$i]:-}" ] &&
-                   [ -n "${round[$name.${TLS[1]}.$log.$i]:-}" ]; then
-                    for tl in "${TLS[@]}"; do
-                        RAW[$name.$tl]+="${round[$name.$tl.$log.$i]} "
-                    done
-                else
+        for n in $(seq "$f"); do
+            for i in $(seq "${last[$name.$n]:-0}"); do
+                if [ -z "${round[$name.${TLS[0]}.$n.$i]:-}" ] ||
+                   [ -z "${round[$name.${TLS[1]}.$n.$i]:-}" ]; then
                     echo "   ${CASE_TITLE[$name]}: round $i has one" \
                          "transport's value only, left out"
+                    continue
                 fi
+                for tl in "${TLS[@]}"; do
+                    RAW[$name.$tl]+="${round[$name.$tl.$n.$i]} "
+                done
             done
         done
     done
