@@ -73,6 +73,11 @@
  *                                     GPU's (rc_gdr_fake_cuda_placed);
  *                                     default 0: the memory is host memory
  *                                     and no PCIe path is judged
+ *   RC_GDR_FAKE_CUDA_LOG              a file: every primary context
+ *                                     retained and every allocation of
+ *                                     device memory appends a line to it,
+ *                                     what a real GPU pays for in memory
+ *                                     (a test counts what a program asks)
  *   RC_GDR_FAKE_CUDA_DRIVER_VERSION   cuDriverGetVersion (default 13000)
  *   RC_GDR_FAKE_CUDA_PROC_ADDRESS     0: cuGetProcAddress_v2 finds nothing,
  *                                     so callers fall back to dlsym
@@ -187,6 +192,7 @@ static struct {
     long               dmabuf_span;     /* exports may span VMM mappings */
     long               mempool_attr;    /* MEMPOOL_HANDLE attribute known */
     int                placed;          /* RC_GDR_FAKE_CUDA_PLACED */
+    const char         *log;            /* RC_GDR_FAKE_CUDA_LOG, or NULL */
     fake_device_t      dev[FAKE_MAX_DEVICES];
     unsigned long long next_buffer_id;
     unsigned long long next_handle_id;
@@ -273,6 +279,7 @@ static void fake_config_read(void)
     fake.dmabuf_span    = 1;
     fake.mempool_attr   = 1;
     fake.placed         = fake_env_int("RC_GDR_FAKE_CUDA_PLACED", 0, 0);
+    fake.log            = getenv("RC_GDR_FAKE_CUDA_LOG");
     fake.next_buffer_id = 1;
     fake.next_handle_id = 0x1000;
 
@@ -494,6 +501,18 @@ static CUresult fake_check_ctx(void)
     return (fake_current != NULL) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
+/* RC_GDR_FAKE_CUDA_LOG: one line per call a real GPU spends memory on */
+static void fake_log(const char *what, int device, size_t size)
+{
+    FILE *file;
+
+    if ((fake.log == NULL) || ((file = fopen(fake.log, "a")) == NULL)) {
+        return;
+    }
+    fprintf(file, "%s device %d size %zu\n", what, device, size);
+    fclose(file);
+}
+
 static CUresult fake_new_alloc(CUdeviceptr *dptr, size_t size,
                                fake_mem_kind_t kind, int device,
                                struct CUctx_st *ctx)
@@ -519,6 +538,9 @@ static CUresult fake_new_alloc(CUdeviceptr *dptr, size_t size,
     }
 
     pthread_mutex_unlock(&fake.lock);
+    if (kind != FAKE_MEM_PINNED) {
+        fake_log("alloc", device, size);
+    }
     *dptr = (CUdeviceptr)ptr;
     return CUDA_SUCCESS;
 }
@@ -818,6 +840,7 @@ FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     pthread_mutex_lock(&fake.lock);
     ++fake.dev[dev].primary_ctx.refcount;
     pthread_mutex_unlock(&fake.lock);
+    fake_log("primary_ctx_retain", dev, 0);
     *pctx = &fake.dev[dev].primary_ctx;
     return CUDA_SUCCESS;
 }
@@ -1635,6 +1658,7 @@ FAKE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle,
     h->in_use      = 1;
     *handle        = h->id;
     pthread_mutex_unlock(&fake.lock);
+    fake_log("create", prop->location.id, size);
     return CUDA_SUCCESS;
 }
 

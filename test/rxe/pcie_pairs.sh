@@ -72,6 +72,24 @@ matrix_nearest() {
         echo "$out" | grep -E '^GPU1 +SYS bounce/bounce +PHB\* peermem/peermem$' > /dev/null
 }
 
+# --nearest-nics prints distances alone, which no registration changes: it
+# retains no GPU context and allocates no GPU memory (a launcher calls it
+# once per rank; on a real GPU a context costs hundreds of MiB), where the
+# whole matrix proves each pair's registration with a buffer of the GPU.
+# The stand-in driver logs what it is asked (RC_GDR_FAKE_CUDA_LOG).
+nearest_nics_spends_no_gpu_memory() {
+    local log=/tmp/pcie_pairs_cuda.log nics
+    rm -f "$log"
+    nics=$( ( . contrib/env.sh --emulated-gpu "$B" > /dev/null &&
+              RC_GDR_FAKE_CUDA_LOG=$log rc_gdr_info --nearest-nics 0 ) )
+    echo "--nearest-nics 0: '$nics'; the driver was asked $(cat "$log" 2> /dev/null | wc -l) times"
+    [ -n "$nics" ] && [ ! -s "$log" ] || return 1
+    ( . contrib/env.sh --emulated-gpu "$B" > /dev/null &&
+      RC_GDR_FAKE_CUDA_LOG=$log rc_gdr_info > /dev/null 2>&1 )
+    echo "the whole matrix: the driver was asked $(wc -l < "$log") times, e.g. $(head -1 "$log")"
+    grep -q '^alloc ' "$log" && grep -q '^primary_ctx_retain ' "$log"
+}
+
 # UCP's own choice, per GPU: two ranks, rank r on GPU r, both NICs in each;
 # UCP's rendezvous splits a GPU's data over the two lanes weighted by the
 # distance-adjusted bandwidth of each (UCX_PROTO_INFO shows the shares):
@@ -239,6 +257,7 @@ fi
 check pcie_pairs_on_two_numa_nodes two_nodes
 check pcie_pairs_rc_gdr_system_devices devices_known
 [ -n "$RAILS" ] || check pcie_pairs_matrix_nearest_nic matrix_nearest
+check pcie_pairs_nearest_nics_spends_no_gpu_memory nearest_nics_spends_no_gpu_memory
 check pcie_pairs_lane_per_nic_one_process lane_per_nic_one_process
 check pcie_pairs_acs_redirect_warns acs_redirect_warns
 if [ -n "$(ls /sys/class/iommu 2> /dev/null)" ]; then
