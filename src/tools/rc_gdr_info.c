@@ -755,8 +755,8 @@ static int rc_gdr_info_pair(const rc_gdr_info_t *info,
 
     /* With a driver, the mechanisms are proven by registering a buffer of
      * this GPU with this NIC; --nearest-nics wants only the distance, which
-     * no registration changes, so a launcher's call per rank allocates no
-     * GPU memory. */
+     * no registration changes, so a launcher's call per rank neither
+     * retains a GPU context nor allocates GPU memory. */
     if ((gpu->ordinal >= 0) && (info->nearest_of == NULL) &&
         rc_gdr_info_probe_pair(info->sysfs_root, gpu, nic, &probed)) {
         nic_facts = &probed.facts;
