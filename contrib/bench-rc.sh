@@ -59,10 +59,10 @@ Usage: contrib/bench-rc.sh [options]
   --inside          run here, in an rxe guest (no rxe-vm.sh of our own)
   --tnic            run here on the stand-in NIC (tnic1:1, RC_GDR_BUILD's
                     test/tnic/lib), no guest; cases default to put, get and
-                    get_bw 64K and 1M, am_lat and put_lat 8B, with smaller -n (a quick
-                    look; intervals within +-3% took --runs 41 and -n
-                    100000 for 64K, 6000 for 1M, 500000 for latency: 7 min
-                    on 2 CPUs, doc/MEASUREMENTS.md)
+                    get_bw 64K and 1M, am_lat and put_lat 8B, with smaller
+                    -n (a quick look; intervals within +-3% took --runs 41
+                    and -n 100000 for 64K, 6000 for 1M, 500000 for
+                    latency: 7 min on 2 CPUs, doc/MEASUREMENTS.md)
   -h, --help        this text
 Environment: RC_GDR_BUILD (build), as for contrib/env.sh.
 EOF
@@ -410,7 +410,6 @@ print_summary() {
                 "${RAW[$name.$tl]% }"
         done
     done
-
 }
 
 run_inside() {
