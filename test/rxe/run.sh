@@ -147,7 +147,7 @@ run_suite -- 'fork.*'
 run_suite -- 'contract.*:contract_keep.*'
 run_suite -- 'release.*'
 run_suite -- 'peer_death.*'
-run_suite -- 'event.*:event_ucp.*'
+run_suite -- 'event.*:event_short_cq.*:event_ucp.*'
 run_suite -- 'ucp_rndv.*'
 run_test perftest_uct_put_bw_zcopy  perftest_uct -t put_bw -D zcopy -s 65536 -n 200
 run_test perftest_uct_put_bw_bcopy  perftest_uct -t put_bw -D bcopy -s 8192 -n 200

@@ -10,8 +10,9 @@
  *      a queue, so the answer is UCS_ERR_BUSY (the caller progresses and
  *      arms again), as UCX's ib interfaces do;
  *   2. UCS_ERR_BUSY as well when progress has work that no completion will
- *      announce (a completion kept by an earlier arm, an endpoint whose
- *      pending requests or owed credits can go now, bounce-lane copies);
+ *      announce (a completion kept by an earlier arm, a send queue the last
+ *      progress left for later behind messages, an endpoint whose pending
+ *      requests or owed credits can go now, bounce-lane copies);
  *   3. requests notification: UCT_EVENT_SEND_COMP arms the send queue, and
  *      the receive queue too, for every message (credit grants give blocked
  *      senders resources back; a bounce put completes at the target's ACK,
@@ -227,8 +228,10 @@ static int uct_rc_gdr_iface_event_has_work(uct_rc_gdr_iface_t *iface)
     unsigned credits_due = iface->config.fc_grant_idle;
     uct_rc_gdr_ep_t *ep;
 
+    /* A send queue that progress left for later behind messages may hold
+     * completions from before the caller's progress, which raise no event */
     if (iface->event.stashed[UCT_RC_GDR_CQ_SEND] ||
-        iface->event.stashed[UCT_RC_GDR_CQ_RECV]) {
+        iface->event.stashed[UCT_RC_GDR_CQ_RECV] || iface->tx_poll_deferred) {
         return 1;
     }
 

@@ -114,6 +114,9 @@ struct uct_rc_gdr_iface {
                                              owed: progress visits these
                                              only, not every endpoint */
     unsigned                  tx_cq_avail;
+    int                       tx_poll_deferred; /* the last progress found
+                                             messages and left the send
+                                             queue for the next */
     unsigned                  rx_posted;
     int                       rx_returned; /* a kept buffer came back:
                                               repost even without receives */
@@ -128,6 +131,9 @@ struct uct_rc_gdr_iface {
     struct {
         unsigned              tx_queue_len;
         unsigned              tx_cq_moderation;
+        unsigned              tx_cq_low;     /* less room than this in the
+                                                send queue: polled even
+                                                behind messages */
         unsigned              rx_queue_len;
         unsigned              fc_wnd_size;
         unsigned              fc_grant_idle; /* credits owed that go back

@@ -6,7 +6,9 @@
  *              active message (RECV, RECV_SIG for signaled ones) and by a
  *              put's completion (SEND_COMP), BUSY until progress took what
  *              woke it, BUSY for a completion that came before the arm and
- *              for a request that became dispatchable
+ *              for a request that became dispatchable; progress takes
+ *              messages first and leaves the send queue for the next call
+ *              (arm BUSY meanwhile) unless it is short of room
  *   event_ucp  ucp_worker_get_efd / arm / wait: a worker blocked in
  *              ucp_worker_wait wakes for a tag message, with the data on
  *              rc_gdr (UCX_TLS=rc_gdr,ud_verbs:aux,self)
@@ -96,6 +98,10 @@ protected:
 
     /* An active message from a, posted without progressing b */
     ucs_status_t send_am(uint64_t hdr);
+
+    /* Connects; puts from a (completing comp) and a message from b, both
+     * in a's queues, a not progressed */
+    void fill_both_queues(uct_test_comp_t *comp, unsigned puts);
 
     volatile int m_am_count = 0;
     uint64_t m_am_hdr       = 0;
@@ -495,6 +501,118 @@ TEST_F(event, send_comp_woken_by_put_completion)
     m_rkey_unpacked = false;
     node_close(a);
     node_close(b);
+}
+
+
+/*
+ * Progress polls the receive queue first and the send queue only when no
+ * message came, so that a completion it finds is returned with no other
+ * poll behind it (rc_gdr_iface.c). Both queues are filled before a's one
+ * progress, each proved by its event: the put's completion, then b's
+ * message.
+ */
+void event::fill_both_queues(uct_test_comp_t *comp, unsigned puts)
+{
+    uct_test_node_t *nodes_b[1] = {b};
+    ucs_status_t status;
+    uct_iov_t iov;
+    unsigned i;
+
+    event_connect();
+    ASSERT_EQ(UCS_OK, arm_until_ok(a, UCT_EVENT_SEND_COMP))
+        << "arm SEND_COMP (both queues) once idle";
+
+    uct_test_comp_init(comp);
+    comp->comp.count = puts;
+    uct_test_iov_init(&iov, a->buf, 64, a->memh);
+    for (i = 0; i < puts; ++i) {
+        status = uct_ep_put_zcopy(a->ep, &iov, 1, wb.buf, m_rkey.rkey,
+                                  &comp->comp);
+        ASSERT_EQ(UCS_INPROGRESS, status) << "put " << i;
+    }
+    ASSERT_TRUE(event_fd_wait(m_fd_a, EVENT_WAKE_TIMEOUT_S, NULL))
+        << "a put's completion raises the send queue's event";
+    /* takes that event; the receive queue stays armed */
+    ASSERT_EQ(UCS_ERR_BUSY, uct_iface_event_arm(a->iface, UCT_EVENT_RECV));
+
+    status = UCT_TEST_RETRY(nodes_b, 1,
+                            uct_ep_am_short(b->ep, EVENT_AM_ID, 0xc1, NULL,
+                                            0));
+    ASSERT_EQ(UCS_OK, status) << "b's message";
+    ASSERT_TRUE(event_fd_wait(m_fd_a, EVENT_WAKE_TIMEOUT_S, NULL))
+        << "b's message raises the receive queue's event";
+    ASSERT_EQ((int)puts, (int)comp->comp.count)
+        << "no put completed: a was not progressed";
+}
+
+TEST_F(event, progress_takes_messages_first_arm_busy_until_sends)
+{
+    uct_test_node_t *nodes_a[1] = {a};
+    uct_test_comp_t comp;
+    ucs_status_t status;
+    int count = m_am_count;
+
+    fill_both_queues(&comp, 1);
+    if (HasFatalFailure()) {
+        return;
+    }
+    uct_iface_progress(a->iface);
+    UCT_TEST_EXPECT((m_am_count == count + 1) && (comp.comp.count == 1),
+                    "one progress: the message delivered (%d), the put's "
+                    "completion left for the next (count %d)",
+                    m_am_count - count, (int)comp.comp.count);
+
+    /* the first arm takes the message's event; then the send queue left
+     * behind must keep the caller progressing, even armed for RECV only */
+    status = uct_iface_event_arm(a->iface, UCT_EVENT_RECV);
+    status = (status == UCS_ERR_BUSY) ?
+             uct_iface_event_arm(a->iface, UCT_EVENT_RECV) : status;
+    UCT_TEST_EXPECT(status == UCS_ERR_BUSY,
+                    "arm BUSY while the send queue waits for progress (%s)",
+                    ucs_status_string(status));
+
+    uct_iface_progress(a->iface);
+    UCT_TEST_EXPECT((comp.comp.count == 0) && (comp.status == UCS_OK),
+                    "the next progress completes the put (count %d, %s)",
+                    (int)comp.comp.count, ucs_status_string(comp.status));
+    status = arm_until_ok(a, UCT_EVENT_RECV);
+    UCT_TEST_EXPECT(status == UCS_OK, "arm RECV once idle (%s)",
+                    ucs_status_string(status));
+    status = uct_test_ep_flush(nodes_a, 1, a->ep);
+    UCT_TEST_EXPECT(status == UCS_OK, "flush (%s)",
+                    ucs_status_string(status));
+}
+
+/* With a send queue short of room (TX_CQ_LEN=4, 3 puts outstanding: less
+ * than half left) progress polls it behind messages too */
+class event_short_cq : public event {
+protected:
+    void SetUp() override
+    {
+        env_set("UCX_RC_GDR_TX_CQ_LEN", "4");
+        event::SetUp();
+    }
+};
+
+TEST_F(event_short_cq, progress_polls_send_queue_behind_messages)
+{
+    uct_test_node_t *nodes_a[1] = {a};
+    uct_test_comp_t comp;
+    ucs_status_t status;
+    int count = m_am_count;
+
+    fill_both_queues(&comp, 3);
+    if (HasFatalFailure()) {
+        return;
+    }
+    uct_iface_progress(a->iface);
+    UCT_TEST_EXPECT((m_am_count == count + 1) && (comp.comp.count < 3),
+                    "one progress: the message delivered (%d) and the put "
+                    "completion that raised the event (%d of 3 left)",
+                    m_am_count - count, (int)comp.comp.count);
+    status = uct_test_comp_wait(nodes_a, 1, UCS_INPROGRESS, &comp);
+    UCT_TEST_EXPECT(status == UCS_OK, "the puts complete (%s)",
+                    ucs_status_string(status));
 }
 
 
