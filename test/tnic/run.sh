@@ -89,7 +89,7 @@ test_ucx_info_devices() {
 run_test ucx_info_lists_rc_gdr_rc_verbs_ud_verbs_on_tnic test_ucx_info_devices
 run_tnic_suite
 # rc_gdr's suites as the guest runs them (test/rxe/run.sh), and the faults
-run_suite -- 'data.*:bad_address.*:pending.*:state_signal.*:fork.*:contract.*:contract_keep.*:release.*:peer_death.*:event.*:event_ucp.*:ucp_rndv.*:flush.*:callback_destroy.*'
+run_suite -- 'data.*:bad_address.*:pending.*:state_signal.*:fork.*:contract.*:contract_keep.*:release.*:peer_death.*:event.*:event_short_cq.*:event_ucp.*:ucp_rndv.*:flush.*:callback_destroy.*'
 run_suite -- 'tnic_fault.*:tnic_fault_reg.*:ucp_cut.*'
 run_suite env RC_GDR_CUDA_LIBRARY=/nonexistent/libcuda.so.1 -- \
     'memtypes.host_only_without_cuda_driver'
