@@ -972,6 +972,7 @@ void uct_rc_gdr_ep_send_completion(uct_rc_gdr_ep_t *ep, struct ibv_wc *wc)
 {
     uct_rc_gdr_iface_t *iface = uct_rc_gdr_ep_iface(ep);
     uint32_t seq, count;
+    unsigned signaled;
     ucs_status_t status;
     uct_rc_gdr_op_t *op;
 
@@ -986,8 +987,14 @@ void uct_rc_gdr_ep_send_completion(uct_rc_gdr_ep_t *ep, struct ibv_wc *wc)
         uct_rc_gdr_ep_set_failed(ep, status);
     }
 
-    seq   = (wc->wr_id & UCT_RC_GDR_WR_ID_BARE) ?
-            (uint32_t)(wc->wr_id >> 1) : ((uct_rc_gdr_op_t*)wc->wr_id)->seq;
+    if (wc->wr_id & UCT_RC_GDR_WR_ID_BARE) {
+        seq      = (uint32_t)(wc->wr_id >> 1);
+        signaled = 0;
+    } else {
+        op       = (uct_rc_gdr_op_t*)wc->wr_id;
+        seq      = op->seq;
+        signaled = op->signaled; /* if not, an error completion */
+    }
     count = seq - ep->tx_retired;
     if (ucs_unlikely((count == 0) || (count > uct_rc_gdr_ep_in_flight(ep)))) {
         ucs_error("rc_gdr: completion on QP 0x%x (wr_id 0x%" PRIx64 ") "
@@ -997,6 +1004,7 @@ void uct_rc_gdr_ep_send_completion(uct_rc_gdr_ep_t *ep, struct ibv_wc *wc)
     }
 
     /* Room first: a callback below may post again */
+    iface->tx_signaled  -= signaled;
     ++ep->tx_done;
     ep->tx_retired       = seq;
     ep->sq_avail        += count;
@@ -1731,6 +1739,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_gdr_ep_t)
     while (!ucs_queue_is_empty(&self->outstanding)) {
         op = ucs_queue_pull_elem_non_empty(&self->outstanding,
                                            uct_rc_gdr_op_t, queue);
+        iface->tx_signaled -= op->signaled;
         uct_rc_gdr_ep_release_op(op);
     }
 

@@ -169,7 +169,8 @@ uct_rc_gdr_ep_post_wr(uct_rc_gdr_ep_t *ep, struct ibv_send_wr *wr,
     /* Every request may report (an error completion does even when not
      * signaled): the completion queue is sized for all of them. */
     --iface->tx_cq_avail;
-    ep->unsignaled = signaled ? 0 : (ep->unsignaled + 1);
+    iface->tx_signaled += !!signaled;
+    ep->unsignaled      = signaled ? 0 : (ep->unsignaled + 1);
     ++iface->stats.tx_wrs;
     return UCS_OK;
 }

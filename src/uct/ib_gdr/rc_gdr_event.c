@@ -10,8 +10,8 @@
  *      a queue, so the answer is UCS_ERR_BUSY (the caller progresses and
  *      arms again), as UCX's ib interfaces do;
  *   2. UCS_ERR_BUSY as well when progress has work that no completion will
- *      announce (a completion kept by an earlier arm, a send queue the last
- *      progress left for later behind messages, an endpoint whose pending
+ *      announce (a completion kept by an earlier arm, or one found in a
+ *      send queue the last progress did not poll, an endpoint whose pending
  *      requests or owed credits can go now, bounce-lane copies);
  *   3. requests notification: UCT_EVENT_SEND_COMP arms the send queue, and
  *      the receive queue too, for every message (credit grants give blocked
@@ -218,6 +218,28 @@ static int uct_rc_gdr_iface_event_ep_can_send(uct_rc_gdr_iface_t *iface,
 }
 
 
+/* Takes one completion of the queue, if there is one, and keeps it for
+ * progress, which takes it first: 1 if kept, 0 if none, -1 on error. */
+static int uct_rc_gdr_iface_event_keep(uct_rc_gdr_iface_t *iface,
+                                       uct_rc_gdr_cq_dir_t dir)
+{
+    uct_rc_gdr_iface_event_t *event = &iface->event;
+    int ret;
+
+    ucs_assert(!event->stashed[dir]);
+    ret = ibv_poll_cq(uct_rc_gdr_iface_event_cq(iface, dir), 1,
+                      &event->stash[dir]);
+    if (ret < 0) {
+        ucs_error("rc_gdr: ibv_poll_cq(%s) failed: %d",
+                  uct_rc_gdr_cq_dir_names[dir], ret);
+        return -1;
+    }
+
+    event->stashed[dir] = (ret > 0);
+    return ret > 0;
+}
+
+
 /*
  * Work the next progress would do although no completion announces it:
  * after the caller's progress this is only what happened since (an
@@ -228,10 +250,16 @@ static int uct_rc_gdr_iface_event_has_work(uct_rc_gdr_iface_t *iface)
     unsigned credits_due = iface->config.fc_grant_idle;
     uct_rc_gdr_ep_t *ep;
 
-    /* A send queue that progress left for later behind messages may hold
-     * completions from before the caller's progress, which raise no event */
     if (iface->event.stashed[UCT_RC_GDR_CQ_SEND] ||
-        iface->event.stashed[UCT_RC_GDR_CQ_RECV] || iface->tx_poll_deferred) {
+        iface->event.stashed[UCT_RC_GDR_CQ_RECV]) {
+        return 1;
+    }
+
+    /* A send queue the last progress did not poll may hold completions
+     * from before it, which raise no event: one is kept for progress (an
+     * error too: progress meets it again and reports it) */
+    if (iface->tx_poll_skipped &&
+        (uct_rc_gdr_iface_event_keep(iface, UCT_RC_GDR_CQ_SEND) != 0)) {
         return 1;
     }
 
@@ -267,8 +295,7 @@ static ucs_status_t uct_rc_gdr_iface_event_arm_cq(uct_rc_gdr_iface_t *iface,
                                                   uct_rc_gdr_cq_dir_t dir,
                                                   int solicited_only)
 {
-    uct_rc_gdr_iface_event_t *event = &iface->event;
-    struct ibv_cq *cq               = uct_rc_gdr_iface_event_cq(iface, dir);
+    struct ibv_cq *cq = uct_rc_gdr_iface_event_cq(iface, dir);
     int ret;
 
     ret = ibv_req_notify_cq(cq, solicited_only);
@@ -279,17 +306,13 @@ static ucs_status_t uct_rc_gdr_iface_event_arm_cq(uct_rc_gdr_iface_t *iface,
         return UCS_ERR_IO_ERROR;
     }
 
-    ucs_assert(!event->stashed[dir]);
-    ret = ibv_poll_cq(cq, 1, &event->stash[dir]);
+    ret = uct_rc_gdr_iface_event_keep(iface, dir);
     if (ret < 0) {
-        ucs_error("rc_gdr: ibv_poll_cq(%s) failed: %d",
-                  uct_rc_gdr_cq_dir_names[dir], ret);
         return UCS_ERR_IO_ERROR;
     } else if (ret > 0) {
         ucs_trace_data("rc_gdr: iface %p arm: a %s completion came before "
                        "the request, busy", iface,
                        uct_rc_gdr_cq_dir_names[dir]);
-        event->stashed[dir] = 1;
         return UCS_ERR_BUSY;
     }
 

@@ -114,9 +114,12 @@ struct uct_rc_gdr_iface {
                                              owed: progress visits these
                                              only, not every endpoint */
     unsigned                  tx_cq_avail;
-    int                       tx_poll_deferred; /* the last progress found
-                                             messages and left the send
-                                             queue for the next */
+    unsigned                  tx_signaled; /* signaled work requests whose
+                                              completion was not taken */
+    unsigned                  tx_idle_polls; /* progress calls that could
+                                                skip the send queue */
+    int                       tx_poll_skipped; /* the last progress did not
+                                                  poll the send queue */
     unsigned                  rx_posted;
     int                       rx_returned; /* a kept buffer came back:
                                               repost even without receives */
