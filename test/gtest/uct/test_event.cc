@@ -103,6 +103,11 @@ protected:
      * in a's queues, a not progressed */
     void fill_both_queues(uct_test_comp_t *comp, unsigned puts);
 
+    /* fill_both_queues, then one progress of a; *count_p: the messages
+     * before. false when the queues could not be filled (failed there) */
+    bool progress_once_after_fill(uct_test_comp_t *comp, unsigned puts,
+                                  int *count_p);
+
     volatile int m_am_count = 0;
     uint64_t m_am_hdr       = 0;
     int m_fd_a              = -1;
@@ -545,18 +550,28 @@ void event::fill_both_queues(uct_test_comp_t *comp, unsigned puts)
         << "no put completed: a was not progressed";
 }
 
+bool event::progress_once_after_fill(uct_test_comp_t *comp, unsigned puts,
+                                     int *count_p)
+{
+    *count_p = m_am_count;
+    fill_both_queues(comp, puts);
+    if (HasFatalFailure()) {
+        return false;
+    }
+    uct_iface_progress(a->iface);
+    return true;
+}
+
 TEST_F(event, progress_takes_messages_first_arm_busy_until_sends)
 {
     uct_test_node_t *nodes_a[1] = {a};
     uct_test_comp_t comp;
     ucs_status_t status;
-    int count = m_am_count;
+    int count;
 
-    fill_both_queues(&comp, 1);
-    if (HasFatalFailure()) {
+    if (!progress_once_after_fill(&comp, 1, &count)) {
         return;
     }
-    uct_iface_progress(a->iface);
     UCT_TEST_EXPECT((m_am_count == count + 1) && (comp.comp.count == 1),
                     "one progress: the message delivered (%d), the put's "
                     "completion left for the next (count %d)",
@@ -599,13 +614,11 @@ TEST_F(event_short_cq, progress_polls_send_queue_behind_messages)
     uct_test_node_t *nodes_a[1] = {a};
     uct_test_comp_t comp;
     ucs_status_t status;
-    int count = m_am_count;
+    int count;
 
-    fill_both_queues(&comp, 3);
-    if (HasFatalFailure()) {
+    if (!progress_once_after_fill(&comp, 3, &count)) {
         return;
     }
-    uct_iface_progress(a->iface);
     UCT_TEST_EXPECT((m_am_count == count + 1) && (comp.comp.count < 3),
                     "one progress: the message delivered (%d) and the put "
                     "completion that raised the event (%d of 3 left)",
