@@ -1003,12 +1003,14 @@ void uct_rc_gdr_ep_send_completion(uct_rc_gdr_ep_t *ep, struct ibv_wc *wc)
         return;
     }
 
-    /* Room first: a callback below may post again */
+    /* Room first: a callback below may post again. A callback may also
+     * destroy the endpoint, which then waits for the loop's end. */
     iface->tx_signaled  -= signaled;
     ++ep->tx_done;
     ep->tx_retired       = seq;
     ep->sq_avail        += count;
     iface->tx_cq_avail  += count;
+    ep->flags           |= UCT_RC_GDR_EP_FLAG_COMPLETING;
     while (!ucs_queue_is_empty(&ep->outstanding)) {
         op = ucs_queue_head_elem_non_empty(&ep->outstanding, uct_rc_gdr_op_t,
                                            queue);
@@ -1020,6 +1022,7 @@ void uct_rc_gdr_ep_send_completion(uct_rc_gdr_ep_t *ep, struct ibv_wc *wc)
                                   (ep->flags & UCT_RC_GDR_EP_FLAG_FAILED) ?
                                   ep->status : UCS_OK);
     }
+    ep->flags &= ~UCT_RC_GDR_EP_FLAG_COMPLETING;
 
     if (ucs_likely(!(ep->flags & (UCT_RC_GDR_EP_FLAG_DESTROYED |
                                   UCT_RC_GDR_EP_FLAG_FAILED)))) {
@@ -1786,7 +1789,9 @@ static void uct_rc_gdr_ep_cancel_callbacks(uct_rc_gdr_ep_t *ep)
 
 
 /* An endpoint with work in flight becomes a zombie until its completions
- * arrive: their descriptors must not point to freed memory. */
+ * arrive: their descriptors must not point to freed memory. So does one
+ * destroyed by a callback of its completions: the loop that called it still
+ * walks the endpoint, and frees it at its end. */
 void uct_rc_gdr_ep_destroy(uct_ep_h tl_ep)
 {
     uct_rc_gdr_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_gdr_ep_t);
@@ -1795,7 +1800,8 @@ void uct_rc_gdr_ep_destroy(uct_ep_h tl_ep)
     uct_rc_gdr_ep_pending_purge(tl_ep, NULL, NULL);
     uct_rc_gdr_ep_mark_idle(ep);
     uct_rc_gdr_ep_cancel_callbacks(ep);
-    if (uct_rc_gdr_ep_in_flight(ep) == 0) {
+    if ((uct_rc_gdr_ep_in_flight(ep) == 0) &&
+        !(ep->flags & UCT_RC_GDR_EP_FLAG_COMPLETING)) {
         UCS_CLASS_DELETE(uct_rc_gdr_ep_t, ep);
         return;
     }

@@ -31,9 +31,12 @@ enum {
     UCT_RC_GDR_EP_FLAG_FLUSH_READ = UCS_BIT(5), /* next flush reads first */
     UCT_RC_GDR_EP_FLAG_WRITTEN    = UCS_BIT(6), /* written since last read */
     UCT_RC_GDR_EP_FLAG_BUSY       = UCS_BIT(7), /* on iface->busy_eps */
-    UCT_RC_GDR_EP_FLAG_DISPATCH   = UCS_BIT(8)  /* a pending request's turn:
+    UCT_RC_GDR_EP_FLAG_DISPATCH   = UCS_BIT(8), /* a pending request's turn:
                                                    it may send past those
                                                    queued behind it */
+    UCT_RC_GDR_EP_FLAG_COMPLETING = UCS_BIT(9)  /* its completions are being
+                                                   called: a destroy waits
+                                                   for their end */
 };
 
 

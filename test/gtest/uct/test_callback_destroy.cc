@@ -149,6 +149,51 @@ TEST_F(callback_destroy, am_handler_destroys_its_endpoint)
 }
 
 
+/* The completion of a's put, called from the send queue's poll, destroys
+ * a's endpoint while the poll still walks its requests */
+TEST_F(callback_destroy, put_completion_destroys_its_endpoint)
+{
+    static char src[LENGTH], dst[LENGTH];
+    uct_mem_h src_memh, dst_memh;
+    uct_rkey_bundle_t rkey;
+    void *src_packed, *dst_packed;
+    ucs_status_t status;
+    destroy_comp c;
+    uct_iov_t iov;
+
+    a        = node_open(dev_a(), 0);
+    b        = node_open(dev_b(), 0);
+    nodes[0] = a;
+    nodes[1] = b;
+    uct_test_node_connect_pair(a, b, NULL, NULL);
+    uct_test_mem_reg(a, src, LENGTH, &src_memh, &src_packed);
+    uct_test_mem_reg(b, dst, LENGTH, &dst_memh, &dst_packed);
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(a->component, dst_packed, &rkey));
+
+    memset(src, 0x5a, sizeof(src));
+    destroy_comp_init(&c, a);
+    uct_test_iov_init(&iov, src, LENGTH, src_memh);
+    status = UCT_TEST_RETRY(nodes, 2, uct_ep_put_zcopy(a->ep, &iov, 1,
+                                                       (uintptr_t)dst,
+                                                       rkey.rkey, &c.comp));
+    progress_after_call(nodes, 2, [&c]() { return c.calls; });
+
+    UCT_TEST_EXPECT((status == UCS_INPROGRESS) && (c.calls == 1) &&
+                    (c.status == UCS_OK) && (a->ep == NULL) &&
+                    (memcmp(src, dst, LENGTH) == 0),
+                    "put's completion destroyed its endpoint; the send "
+                    "queue's poll carried on without it (%s, %d calls, %s)",
+                    ucs_status_string(status), c.calls,
+                    ucs_status_string(c.status));
+
+    uct_rkey_release(a->component, &rkey);
+    uct_md_mem_dereg(a->md, src_memh);
+    uct_md_mem_dereg(b->md, dst_memh);
+    free(src_packed);
+    free(dst_packed);
+}
+
+
 class callback_destroy_gpu_emulated : public callback_destroy {
 protected:
     void SetUp() override;
@@ -157,6 +202,8 @@ protected:
     /* The peer of the sweep test: keyless memory, connected, then silent
      * (no progress, so no ACK) until it is killed. Never returns. */
     static void death_peer(const char *dev, int to_parent, int from_parent);
+
+    void bounce_put_destroys_its_endpoint(bool b_first);
 
     /* b's "GPU" buffer, registered without a NIC key */
     void *gpu        = nullptr;
@@ -212,15 +259,18 @@ void callback_destroy_gpu_emulated::TearDown()
 }
 
 
-/* The completion of a's bounce put to b's keyless "GPU" memory, called from
- * the lane's receive of the ACK, destroys a's endpoint */
-TEST_F(callback_destroy_gpu_emulated,
-       bounce_ack_completion_destroys_its_endpoint)
+/* The completion of a's bounce put to b's keyless "GPU" memory destroys
+ * a's endpoint. It is called from the lane's receive of the ACK when the
+ * data's send completion came first, from that send completion when the ACK
+ * did (b_first: b progresses alone until both are there). */
+void callback_destroy_gpu_emulated::bounce_put_destroys_its_endpoint(
+        bool b_first)
 {
-    static char src[LENGTH];
+    static char src[LENGTH], dst[LENGTH];
     uct_rc_gdr_cuda_ctx_h ctx;
     uct_test_md_stats_t md_stats;
     ucs_status_t status;
+    double deadline;
     destroy_comp c;
     uct_iov_t iov;
 
@@ -248,14 +298,35 @@ TEST_F(callback_destroy_gpu_emulated,
     status = UCT_TEST_RETRY(nodes, 2, uct_ep_put_zcopy(a->ep, &iov, 1,
                                                        (uintptr_t)gpu,
                                                        rkey.rkey, &c.comp));
+    if (b_first) {
+        deadline = uct_test_now() + 0.5;
+        while (uct_test_now() < deadline) {
+            uct_test_progress(&b, 1);
+        }
+    }
     progress_after_call(nodes, 2, [&c]() { return c.calls; });
 
+    ASSERT_EQ(UCS_OK, uct_rc_gdr_cuda_memcpy_dtoh(dst, gpu, LENGTH));
     UCT_TEST_EXPECT((status == UCS_INPROGRESS) && (c.calls == 1) &&
-                    (c.status == UCS_OK) && (a->ep == NULL),
+                    (c.status == UCS_OK) && (a->ep == NULL) &&
+                    (memcmp(dst, src, LENGTH) == 0),
                     "bounce put's completion destroyed its endpoint; the lane "
-                    "carried on without it (%s, %d calls, %s)",
+                    "carried on without it (%s, %d calls, %s%s)",
                     ucs_status_string(status), c.calls,
-                    ucs_status_string(c.status));
+                    ucs_status_string(c.status),
+                    b_first ? ", the peer progressed first" : "");
+}
+
+TEST_F(callback_destroy_gpu_emulated,
+       bounce_ack_completion_destroys_its_endpoint)
+{
+    bounce_put_destroys_its_endpoint(false);
+}
+
+TEST_F(callback_destroy_gpu_emulated,
+       bounce_data_completion_after_ack_destroys_its_endpoint)
+{
+    bounce_put_destroys_its_endpoint(true);
 }
 
 
