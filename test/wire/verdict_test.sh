@@ -6,7 +6,8 @@
 # ran, bytes that differed, an error past its bound, a kill that was never
 # noticed each fail the run; rc_verbs' reference cells that do not hold are
 # skipped, not failed, and so is a loss cell whose soft-RoCE QP gave up (an
-# error there; a hang still fails). Prints "PASS name" / "FAIL name: why"
+# error there; a hang still fails), and a cut whose wire had failed before
+# the cable was pulled. Prints "PASS name" / "FAIL name: why"
 # per case and "N passed, N failed, N skipped".
 #
 set -uo pipefail
@@ -135,6 +136,19 @@ check cut_not_ridden_out_fails 1 "10 passed, 1 failed, 0 skipped" \
     '^FAIL wire\.rc_gdr\.linkdown2s\.wire_check: expected completes byte-exact; got error' \
     's/^(rc_gdr\tlinkdown2s\twire_check)\t.*/\1\terror\tEndpoint timeout (get) after the fault, cable out 2.1 s, last answer 7.7 s before\t9.9/' \
     '' "$RETRY_EXC"
+
+# CI's run of a7dc05d: the answers stopped 2.7 s before the cable was
+# pulled, with the cable in (and rc_verbs then found no route to the other
+# host); answers that stopped during the cut still fail
+check wire_failed_before_cut_skipped 0 "9 passed, 0 failed, 2 skipped" \
+    '^SKIP wire\.rc_gdr\.linkdown2s\.wire_check: the answers stopped 2\.7 s before the cable was pulled' \
+    's/^(rc_gdr\tlinkdown2s\twire_check)\t.*/\1\terror\tEndpoint timeout (get) after the fault, cable out 2.1 s, last answer 7.6 s before\t4.9/; s/^(rc_verbs\tlinkdown2s\twire_check)\t.*/\1\tFAILED\trc 4, no result line\t-/'
+check wire_failed_during_cut_fails 1 "10 passed, 1 failed, 0 skipped" \
+    '^FAIL wire\.rc_gdr\.linkdown2s\.wire_check: expected completes byte-exact; got error' \
+    's/^(rc_gdr\tlinkdown2s\twire_check)\t.*/\1\terror\tEndpoint timeout (get) after the fault, cable out 2.1 s, last answer 6.0 s before\t4.9/'
+check wire_failed_before_cut_hang_fails 1 "10 passed, 1 failed, 0 skipped" \
+    '^FAIL wire\.rc_gdr\.linkdown2s\.wire_check: expected completes byte-exact; got HANG' \
+    's/^(rc_gdr\tlinkdown2s\twire_check)\t.*/\1\tHANG\tnothing reported within the 102 s watch, last answer 7.6 s before\t>111/'
 
 echo "$PASSED passed, $FAILED failed, 0 skipped"
 [ "$FAILED" = 0 ]
