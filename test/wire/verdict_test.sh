@@ -42,12 +42,14 @@ good_rows() {
     printf 'rc_gdr\thostkilled-idle-ka4s\twire_check\terror\tEndpoint timeout (idle_recv) after the fault\t6.9\n'
 }
 
-# check NAME RC "COUNTS" LINE_REGEX SED_SCRIPT [DELTA]: the good run changed
-# by SED_SCRIPT (and with DELTA as rc_gdr's loss1 cell's kernel counters)
+# check NAME RC "COUNTS" LINE_REGEX SED_SCRIPT [DELTA [LOG [NET]]]: the good
+# run changed by SED_SCRIPT (and with DELTA as rc_gdr's loss1 cell's kernel
+# counters, LOG and NET as its cut cell's log and link state)
 # must end with exit status RC, the line "COUNTS" and a line matching
 # LINE_REGEX
 check() {
     local name=$1 want_rc=$2 counts=$3 line=$4 edit=$5 delta=${6:-} log=${7:-}
+    local net=${8:-}
     local d rc
     d=$TMP/$name
     mkdir -p "$d"
@@ -55,6 +57,7 @@ check() {
     good_rows | sed -E "$edit" >"$d/results.tsv"
     [ -z "$delta" ] || printf '%b' "$delta" >"$d/rc_gdr.loss1.wire.rxe-delta"
     [ -z "$log" ] || printf '%b' "$log" >"$d/rc_gdr.linkdown2s.wire"
+    [ -z "$net" ] || printf '%b' "$net" >"$d/rc_gdr.linkdown2s.wire.net"
     test/wire/run.sh --verdict "$d" >"$d/out" 2>&1
     rc=$?
     if [ "$rc" != "$want_rc" ]; then
@@ -149,6 +152,32 @@ check wire_failed_during_cut_fails 1 "10 passed, 1 failed, 0 skipped" \
 check wire_failed_before_cut_hang_fails 1 "10 passed, 1 failed, 0 skipped" \
     '^FAIL wire\.rc_gdr\.linkdown2s\.wire_check: expected completes byte-exact; got HANG' \
     's/^(rc_gdr\tlinkdown2s\twire_check)\t.*/\1\tHANG\tnothing reported within the 102 s watch, last answer 7.6 s before\t>111/'
+
+# A test run of e5704d2: the cut ridden out, then rxevm1's emulated NIC
+# sent nothing more (165 frames queued with the carrier up); frames that
+# drain are no excuse, and neither is a stopped link for a hang
+STOPPED='txq rxevm1: backlog 165p, 1 s later 165p, carrier 1\ntxq rxevm2: backlog 0p, 1 s later 0p, carrier 1\n'
+DRAINED='txq rxevm1: backlog 165p, 1 s later 0p, carrier 1\ntxq rxevm2: backlog 0p, 1 s later 0p, carrier 1\n'
+TAG_SEND=$'s/^(rc_gdr\tlinkdown2s\twire_check)\t.*/\\1\terror\tEndpoint timeout (tag_send) after the fault, cable out 2.1 s, last answer 35.2 s before\t43.2/'
+check link_stopped_skipped 0 "10 passed, 0 failed, 1 skipped" \
+    '^SKIP wire\.rc_gdr\.linkdown2s\.wire_check: the emulated link stopped \(txq rxevm1: backlog 165p' \
+    "$TAG_SEND" '' '' "$STOPPED"
+check link_drained_fails 1 "10 passed, 1 failed, 0 skipped" \
+    '^FAIL wire\.rc_gdr\.linkdown2s\.wire_check: expected completes byte-exact; got error' \
+    "$TAG_SEND" '' '' "$DRAINED"
+check link_stopped_hang_fails 1 "10 passed, 1 failed, 0 skipped" \
+    '^FAIL wire\.rc_gdr\.linkdown2s\.wire_check: expected completes byte-exact; got HANG' \
+    's/^(rc_gdr\tlinkdown2s\twire_check)\t.*/\1\tHANG\tnothing reported within the 102 s watch\t>111/' \
+    '' '' "$STOPPED"
+# wire_check's own TCP connect failed: no transport ran
+check no_connection_skipped 0 "10 passed, 0 failed, 1 skipped" \
+    "^SKIP wire\\.rc_gdr\\.linkdown2s\\.wire_check: the hosts' IP path had failed before the cell" \
+    's/^(rc_gdr\tlinkdown2s\twire_check)\t.*/\1\tFAILED\trc 4, no result line\t-/' \
+    '' 'wire_check: cannot connect to 10.77.0.2:14001: No route to host\n'
+check failed_otherwise_fails 1 "10 passed, 1 failed, 0 skipped" \
+    '^FAIL wire\.rc_gdr\.linkdown2s\.wire_check: expected completes byte-exact; got FAILED' \
+    's/^(rc_gdr\tlinkdown2s\twire_check)\t.*/\1\tFAILED\trc 139, no result line\t-/' \
+    '' 'Segmentation fault\n'
 
 echo "$PASSED passed, $FAILED failed, 0 skipped"
 [ "$FAILED" = 0 ]
