@@ -56,6 +56,9 @@ protected:
     template <typename F>
     void progress_after_call(uct_test_node_t **nodes, int count, F calls);
 
+    /* a on dev_a and b on dev_b, connected to each other */
+    void open_pair();
+
     int handler_calls = 0;
 };
 
@@ -124,17 +127,23 @@ void callback_destroy::progress_after_call(uct_test_node_t **nodes, int count,
 }
 
 
+void callback_destroy::open_pair()
+{
+    a        = node_open(dev_a(), 0);
+    b        = node_open(dev_b(), 0);
+    nodes[0] = a;
+    nodes[1] = b;
+    uct_test_node_connect_pair(a, b, NULL, NULL);
+}
+
+
 /* b's handler destroys b's endpoint; the receive path returns credits after
  * the handler */
 TEST_F(callback_destroy, am_handler_destroys_its_endpoint)
 {
     ucs_status_t status;
 
-    a        = node_open(dev_a(), 0);
-    b        = node_open(dev_b(), 0);
-    nodes[0] = a;
-    nodes[1] = b;
-    uct_test_node_connect_pair(a, b, NULL, NULL);
+    open_pair();
     ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(b->iface, AM_ID,
                                                destroy_am_handler, this, 0));
 
@@ -161,11 +170,7 @@ TEST_F(callback_destroy, put_completion_destroys_its_endpoint)
     destroy_comp c;
     uct_iov_t iov;
 
-    a        = node_open(dev_a(), 0);
-    b        = node_open(dev_b(), 0);
-    nodes[0] = a;
-    nodes[1] = b;
-    uct_test_node_connect_pair(a, b, NULL, NULL);
+    open_pair();
     uct_test_mem_reg(a, src, LENGTH, &src_memh, &src_packed);
     uct_test_mem_reg(b, dst, LENGTH, &dst_memh, &dst_packed);
     ASSERT_EQ(UCS_OK, uct_rkey_unpack(a->component, dst_packed, &rkey));
@@ -279,11 +284,7 @@ void callback_destroy_gpu_emulated::bounce_put_destroys_its_endpoint(
                 (uct_rc_gdr_cuda_mem_alloc(LENGTH, &gpu) == UCS_OK))
         << "CUDA driver (run with the emulated GPU)";
 
-    a        = node_open(dev_a(), 0);
-    b        = node_open(dev_b(), 0);
-    nodes[0] = a;
-    nodes[1] = b;
-    uct_test_node_connect_pair(a, b, NULL, NULL);
+    open_pair();
     uct_test_mem_reg(b, gpu, LENGTH, &memh, &packed);
     md_stats = uct_test_md_stats(b->md);
     ASSERT_EQ(1u, md_stats.bounce_regs)
