@@ -540,6 +540,23 @@ verdict() {
     }' "$dir/results.tsv" "$dir/cells.tsv"
 }
 
+# boot_again OUT NAME FAULT BOOT...: the first try of NAME's boot kept in
+# OUT/NAME-try1/ (its output NAME.out.txt, its own files NAME_*, its cells'
+# logs *.FAULT* and their rows of results.tsv), then BOOT once more, its
+# output in NAME.out.txt again
+boot_again() {
+    local out=$1 name=$2 fault=$3 f; shift 3
+    echo "wire: the $name boot once more (the first try: $out/$name-try1/)"
+    mkdir -p "$out/$name-try1"
+    for f in "$out"/*."$fault"* "$out/$name.out.txt" "$out/$name"_*; do
+        [ ! -e "$f" ] || mv "$f" "$out/$name-try1/"
+    done
+    awk -F'\t' -v re="^$fault" '$2 ~ re' "$out/results.tsv" >"$out/$name-try1/results.tsv"
+    awk -F'\t' -v re="^$fault" '$2 !~ re' "$out/results.tsv" >"$out/results.tsv.new" &&
+        mv "$out/results.tsv.new" "$out/results.tsv"
+    "$@" 2>&1 | tee "$out/$name.out.txt"
+}
+
 # kill_boot OUT: the host-kill cells' boot. When not every client was ready
 # before the kill (seen twice in CI: both kernels' QPs gave up on rc_gdr and
 # rc_verbs alike, 8 s into the clients' start), or the busy clients had no
@@ -568,16 +585,8 @@ kill_boot() {
                       printf "the busy clients'"'"' last answer came %.1f s before the kill was asked for", req - $1 }')
     fi
     [ -n "$why" ] || return 0
-    echo "wire: $why: the wire failed while both hosts lived;" \
-         "the kill boot once more (the first try: $out/kill-try1/)"
-    mkdir -p "$out/kill-try1"
-    mv "$out"/*.hostkilled-* "$out/kill.out.txt" "$out/kill-try1/"
-    [ ! -e "$out/kill_at" ] || mv "$out/kill_at" "$out/kill-try1/"
-    [ ! -e "$out/kill_req" ] || mv "$out/kill_req" "$out/kill-try1/"
-    awk -F'\t' '$2 ~ /^hostkilled/' "$out/results.tsv" >"$out/kill-try1/results.tsv"
-    awk -F'\t' '$2 !~ /^hostkilled/' "$out/results.tsv" >"$out/results.tsv.new" &&
-        mv "$out/results.tsv.new" "$out/results.tsv"
-    "${boot[@]}" 2>&1 | tee "$out/kill.out.txt"
+    echo "wire: $why: the wire failed while both hosts lived"
+    boot_again "$out" kill hostkilled "${boot[@]}"
 }
 
 # link_boot OUT SECS...: the cuts' boot. When the verdict skips rc_gdr's
@@ -596,13 +605,7 @@ link_boot() {
     why=$(verdict "$out" | grep -m1 '^SKIP wire\.rc_gdr\.linkdown')
     [ -n "$why" ] || return 0
     echo "wire: ${why#SKIP }"
-    echo "wire: the cuts' boot once more (the first try: $out/link-try1/)"
-    mkdir -p "$out/link-try1"
-    mv "$out"/*.linkdown* "$out/link.out.txt" "$out/link-try1/"
-    awk -F'\t' '$2 ~ /^linkdown/' "$out/results.tsv" >"$out/link-try1/results.tsv"
-    awk -F'\t' '$2 !~ /^linkdown/' "$out/results.tsv" >"$out/results.tsv.new" &&
-        mv "$out/results.tsv.new" "$out/results.tsv"
-    "${boot[@]}" 2>&1 | tee "$out/link.out.txt"
+    boot_again "$out" link linkdown "${boot[@]}"
 }
 
 host_main() {
