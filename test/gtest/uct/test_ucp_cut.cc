@@ -411,12 +411,17 @@ void ucp_cut::expect_exact_and_alive()
  * retry budget 8 s: the ping-pong stalls, then goes on within two
  * transport timeouts (1.07 s each, on both transports) of the wire coming
  * back; every message once, in order, byte-exact; no endpoint fails.
+ * The bound is on the first round after the cut. The 200 rounds after it
+ * get the 10 s the ping-pong had before the cut: on a loaded host, 200
+ * rounds within the bound failed for rc_verbs as well, a matter of rate,
+ * not of recovery.
  */
 TEST_P(ucp_cut, short_cut_ping_pong_recovers)
 {
     const double cut_s = 2.1, bound_s = 2 * 1.07 + 1.5;
     uint64_t before, after_cut;
     double t0, resumed_s;
+    bool resumed;
 
     start(UCP_ERR_HANDLING_MODE_PEER);
     ASSERT_TRUE(wait_rounds(200, 10.0)) << "ping-pong before the cut: "
@@ -430,9 +435,9 @@ TEST_P(ucp_cut, short_cut_ping_pong_recovers)
     fault_clear();
 
     t0        = uct_test_now();
-    wait_rounds(after_cut + 1, bound_s);
+    resumed   = wait_rounds(after_cut + 1, bound_s);
     resumed_s = uct_test_now() - t0;
-    wait_rounds(after_cut + 200, bound_s);
+    wait_rounds(after_cut + 200, 10.0);
     printf("%s%s: %" PRIu64 " rounds before a %.1f s cut, %" PRIu64
            " during it; resumed %.2f s after it; %" PRIu64 " rounds in all\n",
            GetParam().tl, GetParam().blocking ? " (blocking waits)" : "",
@@ -441,9 +446,11 @@ TEST_P(ucp_cut, short_cut_ping_pong_recovers)
     stop();
 
     expect_exact_and_alive();
+    UCT_TEST_EXPECT(resumed, "a round within %.2f s of the cut's end: "
+                    "none in %.2f s", bound_s, resumed_s);
     UCT_TEST_EXPECT(m_rounds >= after_cut + 200, "the ping-pong went on "
-                    "after the cut: %" PRIu64 " rounds since, within %.1f s",
-                    (uint64_t)m_rounds - after_cut, bound_s);
+                    "after the cut: %" PRIu64 " rounds since, within 10 s of "
+                    "its resumption", (uint64_t)m_rounds - after_cut);
 }
 
 
