@@ -23,16 +23,15 @@ if [ "${1:-}" != "--inside" ]; then
 fi
 
 . contrib/env.sh build
+# shellcheck source=contrib/lib/wait_listen.sh
+. contrib/lib/wait_listen.sh
 step() { printf '\n=== %s\n' "$*"; }
 say()  { printf '    %s\n' "$*"; }
 
 perftest_pair() { # TL TEST SIZE ITERS
     ucx_perftest -p 13700 > /tmp/demo-server.log 2>&1 &
     local server=$!
-    for _ in $(seq 100); do
-        ss -ltn | grep -q ':13700 ' && break
-        sleep 0.1
-    done
+    wait_listen 13700 "$server" 10 || true
     ucx_perftest -p 13700 127.0.0.1 -x "$1" -d rxe1:1 -t $2 -s "$3" \
         -n "$4" 2>&1 | grep -E '^Final|ERROR' |
         awk -v tl="$1" -v t="$2" -v s="$3" \
@@ -72,7 +71,7 @@ step "3. UCP picks rc_gdr (UCX_TLS=rc_gdr,ud_verbs:aux,self; server rxe0, client
 UCX_TLS=rc_gdr,ud_verbs:aux,self UCX_NET_DEVICES=rxe0:1 \
     ucx_perftest -p 13701 > /tmp/demo-ucp-server.log 2>&1 &
 server=$!
-for _ in $(seq 100); do ss -ltn | grep -q ':13701 ' && break; sleep 0.1; done
+wait_listen 13701 "$server" 10 || true
 UCX_TLS=rc_gdr,ud_verbs:aux,self UCX_NET_DEVICES=rxe1:1 UCX_LOG_LEVEL=info \
     ucx_perftest -p 13701 127.0.0.1 -t tag_bw -s 65536 -n 100 2>&1 |
     grep -E 'ep_cfg|^Final|rc_gdr:' | sed 's/^.*UCX  INFO  */    /; s/^Final:/    Final:/'

@@ -49,7 +49,7 @@ for b in build-1.16.0 build-1.22.0-cuda; do
      cpio -pdm --quiet "$DIR/$b")
 done
 find "$DIR" -type f -perm -u+x -exec sh -c \
-    'file -b "$1" | grep -q "^ELF" && strip --strip-debug "$1"' _ {} \;
+    'case $(file -b "$1") in ELF*) strip --strip-debug "$1";; esac' _ {} \;
 
 mod=src/uct/ib_gdr/.libs/libuct_ib_gdr.so
 cp "build/$mod" "$DIR/stock/b113/"

@@ -204,6 +204,22 @@ else
     tally 0 1 0
 fi
 
+# Scripts under pipefail never pipe into grep -q (contrib/check-pipefail.sh
+# says why); its self-test first proves it finds a planted one
+echo "== tier 1: no pipe into grep -q under pipefail (contrib/check-pipefail.sh)"
+if contrib/check-pipefail.sh --self-test 2>&1 | tee "$OUT/pipefail-self"; then
+    tally 1 0 0
+else
+    tally 0 1 0
+fi
+if contrib/check-pipefail.sh 2>&1 | tee "$OUT/pipefail"; then
+    echo "PASS check-pipefail"
+    tally 1 0 0
+else
+    echo "FAIL check-pipefail: write grep -q PATTERN <<<\"\$text\" instead"
+    tally 0 1 0
+fi
+
 echo "== tier 1: the unpackers of peer input, fuzzed under AddressSanitizer"
 GTEST_OUTPUT=json:$OUT/fuzz.json build/test/gtest/fuzz_addr 2>&1 |
     tee "$OUT/fuzz" |

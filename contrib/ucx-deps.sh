@@ -39,7 +39,7 @@ PKGS="autoconf automake libtool pkg-config make gcc g++ dpkg-dev
 
 missing=""
 for p in $PKGS; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
+    [[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) == *' ok installed' ]] ||
         missing="$missing $p"
 done
 if [ -n "$missing" ]; then

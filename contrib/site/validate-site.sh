@@ -390,7 +390,7 @@ preflight() {
     [ -n "$PERFTEST" ] || PERFTEST=$(command -v ucx_perftest || true)
     if [ -n "$PERFTEST" ] && [ -x "$PERFTEST" ]; then
         PT_OK=1
-        if "$PERFTEST" -h 2>&1 | grep -Eq '^[[:space:]]+cuda[[:space:]]+-'; then
+        if grep -Eq '^[[:space:]]+cuda[[:space:]]+-' <<<"$("$PERFTEST" -h 2>&1)"; then
             PT_CUDA=1
         fi
     fi

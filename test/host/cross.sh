@@ -52,8 +52,8 @@ check_pair() {
     echo "exit status $rc"
     [ "$rc" = 0 ] &&
         [ "$(echo "$out" | sed 's|/rc_gdr/|/|g' | grep -ci 'rc_gdr')" = 1 ] &&
-        echo "$out" | grep -q "built for UCX $mver but this process runs UCX $pver; the transport is not registered" &&
-        ! echo "$out" | grep -q '^UCX_RC_GDR_'
+        grep -q "built for UCX $mver but this process runs UCX $pver; the transport is not registered" <<<"$out" &&
+        ! grep -q '^UCX_RC_GDR_' <<<"$out"
 }
 
 # Every UCX symbol the module needs from the process's release is there, or

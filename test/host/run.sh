@@ -102,8 +102,8 @@ test_refuses_other_ucx() {
           ucx_info -c 2>&1); rc=$?
     echo "$out" | grep -v '^UCX_' | head -5
     [ "$rc" = 0 ] &&
-        echo "$out" | grep -q "built for UCX $UCX_VERSION but this process runs UCX $OTHER_UCX" &&
-        ! echo "$out" | grep -q '^UCX_RC_GDR_'
+        grep -q "built for UCX $UCX_VERSION but this process runs UCX $OTHER_UCX" <<<"$out" &&
+        ! grep -q '^UCX_RC_GDR_' <<<"$out"
 }
 
 test_refuses_other_patch_release() {
@@ -148,10 +148,10 @@ test_info_tool_limits() {
     out=$(RC_GDR_CUDA_LIBRARY=/nonexistent/libcuda.so.1 \
           "$B/src/tools/rc_gdr_info" --sysfs "$root" 2>&1)
     echo "$out"
-    echo "$out" | grep -q '^Limits: RLIMIT_MEMLOCK ' &&
-        echo "$out" | grep -q 'refuses at run time.*the bounce lane carries it' &&
-        echo "$out" | grep -q '^  BAR1 256M (PCI BAR 1 in sysfs' &&
-        echo "$out" | grep -q '^  BAR1 unknown (.*resource' &&
+    grep -q '^Limits: RLIMIT_MEMLOCK ' <<<"$out" &&
+        grep -q 'refuses at run time.*the bounce lane carries it' <<<"$out" &&
+        grep -q '^  BAR1 256M (PCI BAR 1 in sysfs' <<<"$out" &&
+        grep -q '^  BAR1 unknown (.*resource' <<<"$out" &&
         UCX_RC_GDR_BOUNCE=no "$B/src/tools/rc_gdr_info" --sysfs "$root" |
             grep -q 'refuses at run time.*fails' &&
         RC_GDR_CUDA_LIBRARY=/nonexistent/libcuda.so.1 \
@@ -171,9 +171,9 @@ test_rcache_knobs_listed() {
     local out
     out=$(LD_PRELOAD=$PLUGIN ucx_info -c) || return 1
     echo "$out" | grep '^UCX_RC_GDR_RCACHE' &&
-        echo "$out" | grep -q '^UCX_RC_GDR_RCACHE=try$' &&
-        echo "$out" | grep -q '^UCX_RC_GDR_RCACHE_MAX_SIZE=' &&
-        echo "$out" | grep -q '^UCX_RC_GDR_RCACHE_MAX_REGIONS='
+        grep -q '^UCX_RC_GDR_RCACHE=try$' <<<"$out" &&
+        grep -q '^UCX_RC_GDR_RCACHE_MAX_SIZE=' <<<"$out" &&
+        grep -q '^UCX_RC_GDR_RCACHE_MAX_REGIONS=' <<<"$out"
 }
 
 # bench-rc --summarize: a run cut by a time limit still gives its verdict,
@@ -195,9 +195,9 @@ test_bench_summarize_cut_run() {
     out=$(contrib/bench-rc.sh --summarize "$LOG/cut.txt") || return 1
     echo "$out"
     # 7 rounds: ratios 0.95-1.05, median 1.0; the interval is the range
-    echo "$out" | grep -Eq '^get zcopy 1M +MB/s +100 +101 +1\.000 +\[0\.950, 1\.050\] +>= 1\.00 +met \(7 rounds\)$' &&
-        echo "$out" | grep -q 'round 8 has one transport.s value only, left out' &&
-        echo "$out" | grep -Eq '^  get zcopy 1M +10000\.0 usec/op$' &&
+    grep -Eq '^get zcopy 1M +MB/s +100 +101 +1\.000 +\[0\.950, 1\.050\] +>= 1\.00 +met \(7 rounds\)$' <<<"$out" &&
+        grep -q 'round 8 has one transport.s value only, left out' <<<"$out" &&
+        grep -Eq '^  get zcopy 1M +10000\.0 usec/op$' <<<"$out" &&
         ! contrib/bench-rc.sh --summarize "$LOG/no-such-log" >/dev/null 2>&1
 }
 

@@ -58,7 +58,7 @@ devices_known() {
 }
 
 two_nodes() {
-    awk '{print $7}' /etc/rxevm-pcie-pairs | sort -u | wc -l | grep -qx 2
+    [ "$(awk '{print $7}' /etc/rxevm-pcie-pairs | sort -u | wc -l)" = 2 ]
 }
 
 # GPU<i>'s nearest NIC is rxe<i> (PHB: one host bridge), the other one is
@@ -202,10 +202,10 @@ acs_redirect_warns() {
     echo "$set" | grep -E 'topo.acs|uses the' | sed 's/^/    /'
     echo "cleared to 0x0000:"
     echo "$cleared" | grep -E 'topo.acs|uses the' | sed 's/^/    /'
-    echo "$set" | grep -qE "topo.acs +warn +$port ctrl=0x001d: P2P request and completion redirect" &&
-        echo "$set" | grep -q 'NIC-writes-GPU uses the GDR lane.*with warnings' &&
-        ! echo "$cleared" | grep -qE "topo.acs +warn +$port " &&
-        echo "$cleared" | grep -q 'NIC-writes-GPU uses the GDR lane'
+    grep -qE "topo.acs +warn +$port ctrl=0x001d: P2P request and completion redirect" <<<"$set" &&
+        grep -q 'NIC-writes-GPU uses the GDR lane.*with warnings' <<<"$set" &&
+        ! grep -qE "topo.acs +warn +$port " <<<"$cleared" &&
+        grep -q 'NIC-writes-GPU uses the GDR lane' <<<"$cleared"
 }
 
 # The IOMMU as the guest kernel has it (rxe-vm.sh --iommu: an emulated
@@ -216,10 +216,10 @@ iommu_as_the_kernel_has_it() {
     ev=$(pair_evidence GPU0 rxe0)
     echo "$ev" | grep -E 'topo.iommu|uses the' | sed 's/^/    /'
     if [ -n "$(ls /sys/class/iommu 2> /dev/null)" ]; then
-        echo "$ev" | grep -qE 'topo.iommu +warn +GPU: DMA \(translated\)' &&
-            echo "$ev" | grep -q 'NIC-writes-GPU uses the GDR lane.*with warnings'
+        grep -qE 'topo.iommu +warn +GPU: DMA \(translated\)' <<<"$ev" &&
+            grep -q 'NIC-writes-GPU uses the GDR lane.*with warnings' <<<"$ev"
     else
-        echo "$ev" | grep -qE 'topo.iommu +info +GPU: absent, NIC: absent'
+        grep -qE 'topo.iommu +info +GPU: absent, NIC: absent' <<<"$ev"
     fi
 }
 
