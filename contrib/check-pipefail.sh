@@ -58,7 +58,9 @@ if [ $# = 0 ]; then
     mapfile -t files < <(git ls-files | while read -r f; do
         first=""
         [ -f "$f" ] && read -r first < "$f"
-        [[ $first == '#!'*sh* ]] && grep -l 'pipefail' "$f"
+        # this file's self-test holds a planted line: not a pipe it runs
+        [ "$f" != contrib/check-pipefail.sh ] &&
+            [[ $first == '#!'*sh* ]] && grep -l 'pipefail' "$f"
     done)
     set -- "${files[@]}"
 fi
