@@ -10,7 +10,7 @@
 # captured output) instead.
 #
 # Usage: contrib/check-pipefail.sh [--self-test] [FILE...]
-#   FILEs default to the tracked scripts that set pipefail. Prints each
+#   FILEs default to the tracked shell scripts. Prints each
 #   offending line as FILE:LINE: TEXT and exits 1 on any.
 #   --self-test: checks the check, on a planted script (one bad line, and
 #   the safe forms beside it).
@@ -54,19 +54,25 @@ EOF
     exit 1
 fi
 
+# Every tracked shell file, not only those that set pipefail: a sourced
+# one (contrib/lib) runs under its caller's, and one rule everywhere keeps
+# a script that gains pipefail later safe.
 if [ $# = 0 ]; then
     mapfile -t files < <(git ls-files | while read -r f; do
         first=""
         [ -f "$f" ] && read -r first < "$f"
         # this file's self-test holds a planted line: not a pipe it runs
-        [ "$f" != contrib/check-pipefail.sh ] &&
-            [[ $first == '#!'*sh* ]] && grep -l 'pipefail' "$f"
+        [ "$f" != contrib/check-pipefail.sh ] || continue
+        if [[ $first == '#!'*sh* || $f == *.sh ]] ||
+               grep -q '^# shellcheck shell=' "$f"; then
+            echo "$f"
+        fi
     done)
     set -- "${files[@]}"
 fi
 if scan "$@"; then
-    echo "check-pipefail: $# scripts under pipefail, no pipe into grep -q"
+    echo "check-pipefail: $# shell scripts, no pipe into grep -q"
     exit 0
 fi
-echo "check-pipefail: the lines above pipe into grep -q under pipefail"
+echo "check-pipefail: the lines above pipe into grep -q"
 exit 1

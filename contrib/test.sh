@@ -204,9 +204,9 @@ else
     tally 0 1 0
 fi
 
-# Scripts under pipefail never pipe into grep -q (contrib/check-pipefail.sh
-# says why); its self-test first proves it finds a planted one
-echo "== tier 1: no pipe into grep -q under pipefail (contrib/check-pipefail.sh)"
+# No shell script pipes into grep -q (contrib/check-pipefail.sh says why);
+# its self-test first proves it finds a planted one
+echo "== tier 1: no pipe into grep -q in the shell scripts (contrib/check-pipefail.sh)"
 if contrib/check-pipefail.sh --self-test 2>&1 | tee "$OUT/pipefail-self"; then
     tally 1 0 0
 else
