@@ -39,7 +39,7 @@ stock_release() {
 
 check stock_ucx_is_1.16.0 bash -c "'$D/b116/uct_components' | grep '^UCX 1.16.0'"
 check module_1.16.0_links_against_stock_ucx \
-    bash -c "ldd '$D/b116/libuct_ib_gdr.so' | grep -E 'libuc[pstm]|ibverbs|not found'; ! grep -q 'not found' <<<\"\$(ldd '$D/b116/libuct_ib_gdr.so')\""
+    bash -c "out=\$(ldd '$D/b116/libuct_ib_gdr.so'); grep -E 'libuc[pstm]|ibverbs|not found' <<<\"\$out\"; ! grep -q 'not found' <<<\"\$out\""
 check module_1.16.0_registers_in_stock_ucx \
     env LD_PRELOAD="$D/b116/libuct_ib_gdr.so" LD_BIND_NOW=1 \
         "$D/b116/uct_components" rc_gdr
@@ -53,12 +53,12 @@ done
 
 # The capability chain's GPU side with the real driver: rc_gdr_info loads
 # libcuda.so.1 as the md does and judges every GPU (no NIC to pair with).
-# (the GPU's name as nvidia-smi gives it: the lent card is an H100 or an H200)
+# It must name the GPU as nvidia-smi does (the card lent may be any model).
 GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sed -n 1p)
 check driver_found_by_rc_gdr_info bash -c "'$D/b116/rc_gdr_info' 2>&1 | head -40; grep -qF '${GPU_NAME:-NVIDIA}' <<<\"\$('$D/b116/rc_gdr_info' --json 2>&1)\""
 # BAR1, the space GPUDirect registrations map, as NVML reports it (the
 # sysfs BAR size is only the fallback)
-check bar1_reported_by_nvml bash -c "'$D/b116/rc_gdr_info' 2>&1 | grep BAR1; grep -q 'BAR1 .*free.*(NVML)' <<<\"\$('$D/b116/rc_gdr_info' 2>&1)\""
+check bar1_reported_by_nvml bash -c "out=\$('$D/b116/rc_gdr_info' 2>&1); grep BAR1 <<<\"\$out\"; grep -q 'BAR1 .*free.*(NVML)' <<<\"\$out\""
 # Memory kinds, buffer IDs, DMA-BUF export through the md's CUDA shim
 check md_cuda_shim_with_real_driver \
     bash -c "RC_GDR_TEST_CUDA=real '$D/b116/gtest_rc_gdr' --gtest_filter='cuda_gpu.*' > /tmp/gt.\$\$ 2>&1; rc=\$?
